@@ -1,0 +1,77 @@
+#pragma once
+// The interface every benchmark implements (one file per benchmark under benchmarks/, all listed
+// in registry.cpp). A benchmark measures and returns plain Records; it never prints. Progress
+// lines go through BenchEnv::progress, which the CLI shows on stderr.
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuscout/bench/stats.hpp"
+#include "gpuscout/results/result.hpp"
+
+namespace gpuscout::specs {
+struct GpuSpec;
+}
+
+namespace gpuscout::cuda {
+
+// What a benchmark needs to know about the GPU it runs on (filled from the CUDA runtime).
+struct DeviceContext {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  std::size_t total_memory_bytes = 0;
+  std::size_t l2_bytes = 0;
+  const specs::GpuSpec* spec = nullptr;  // matched spec entry, for % of dense peak; may be null
+};
+
+enum class BenchMode { quick, standard, full };
+
+struct BenchOptions {
+  BenchMode mode = BenchMode::standard;
+  bench::StoppingRule timing;
+  // List-valued flags (llama-bench style sweeps), by flag name without dashes:
+  // "gemm-sizes" -> {"4096","8192"}, "precisions" -> {"bf16","fp8"} ... Empty: the benchmark's defaults.
+  std::map<std::string, std::vector<std::string>> lists;
+};
+
+class TelemetrySampler;  // telemetry.hpp: NVML sampling on a background thread
+
+struct BenchEnv {
+  const DeviceContext& device;
+  const BenchOptions& options;
+  TelemetrySampler* telemetry = nullptr;             // may be null (no NVML)
+  const std::atomic<bool>* interrupted = nullptr;    // set by Ctrl-C: stop early, return what was measured
+  std::function<void(const std::string&)> progress;  // one short line per case; may be empty
+
+  bool stop_requested() const { return interrupted != nullptr && interrupted->load(); }
+  void report(const std::string& line) const {
+    if (progress) progress(line);
+  }
+};
+
+class Benchmark {
+ public:
+  virtual ~Benchmark() = default;
+  // Stable snake_case key used by --only (by key or prefix) and in record keys: "gemm", "memory".
+  virtual std::string key() const = 0;
+  virtual std::string description() const = 0;
+  // nullopt when the benchmark can run on this device; otherwise why not ("needs compute capability 8.9+").
+  virtual std::optional<std::string> not_supported_reason(const DeviceContext& device) const {
+    (void)device;
+    return std::nullopt;
+  }
+  // Runs every case. A failing case becomes a Record with outcome failed/incorrect/skipped and a
+  // reason, and the run goes on; only programming errors throw.
+  virtual std::vector<results::Record> run(const BenchEnv& env) = 0;
+};
+
+// All benchmarks, in the order `bench` runs them (registry.cpp: one explicit list, no static registration).
+std::vector<std::unique_ptr<Benchmark>> make_benchmarks();
+
+}  // namespace gpuscout::cuda
