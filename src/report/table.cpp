@@ -92,22 +92,22 @@ std::string render_text(const Table& table) {
   }
   std::string out;
   if (!table.title.empty()) out += table.title + "\n";
-  auto emit = [&](const std::vector<std::string>& cells, bool header) {
+  auto emit = [&](const std::vector<std::string>& cells) {
     std::string line;
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (i > 0) line += "  ";
-      line += pad(cells[i], widths[i], header ? table.columns[i].align : table.columns[i].align);
+      line += pad(cells[i], widths[i], table.columns[i].align);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   };
   std::vector<std::string> headers;
   for (const auto& column : table.columns) headers.push_back(human_header(column));
-  emit(headers, true);
+  emit(headers);
   std::vector<std::string> rules;
   for (std::size_t w : widths) rules.emplace_back(w, '-');
-  emit(rules, true);
-  for (const auto& line : texts) emit(line, false);
+  emit(rules);
+  for (const auto& line : texts) emit(line);
   for (const auto& note : table.notes) out += "  " + note + "\n";
   return out;
 }
@@ -182,6 +182,7 @@ std::string cell_text(const Cell& cell, const Column& column, Format format) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           return value;
         } else if constexpr (std::is_same_v<T, bool>) {
+          if (format == Format::csv) return value ? "true" : "false";
           return value ? "yes" : "no";
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
           return fmt::format("{}", value);

@@ -64,21 +64,21 @@ ojson gpu_json(const GpuInfo& g) {
 // Reading: every accessor names the field path on failure.
 class Reader {
  public:
-  Reader(const nlohmann::json& node, std::string origin, std::string path)
+  Reader(const ojson& node, std::string origin, std::string path)
       : node_(node), origin_(std::move(origin)), path_(std::move(path)) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
     throw DataError(origin_, "", path_.empty() ? key : (key.empty() ? path_ : path_ + "." + key), problem);
   }
-  const nlohmann::json* get(const std::string& key) const {
+  const ojson* get(const std::string& key) const {
     auto it = node_.find(key);
     return it == node_.end() || it->is_null() ? nullptr : &*it;
   }
-  Reader child(const std::string& key, nlohmann::json::value_t type) const {
+  Reader child(const std::string& key, ojson::value_t type) const {
     const auto* n = get(key);
     if (n == nullptr) fail(key, "missing");
     if (n->type() != type)
-      fail(key, fmt::format("expected {}", type == nlohmann::json::value_t::array ? "an array" : "an object"));
+      fail(key, fmt::format("expected {}", type == ojson::value_t::array ? "an array" : "an object"));
     return Reader(*n, origin_, path_.empty() ? key : path_ + "." + key);
   }
   Reader element(std::size_t i) const { return Reader(node_.at(i), origin_, fmt::format("{}[{}]", path_, i)); }
@@ -140,10 +140,10 @@ class Reader {
     }
     return out;
   }
-  const nlohmann::json& node() const { return node_; }
+  const ojson& node() const { return node_; }
 
  private:
-  const nlohmann::json& node_;
+  const ojson& node_;
   std::string origin_, path_;
 };
 
@@ -156,7 +156,7 @@ Metric read_metric(const Reader& r) {
   m.samples = r.opt_int("samples").value_or(0);
   m.note = r.str("note", false);
   if (r.get("spread") != nullptr) {
-    Reader s = r.child("spread", nlohmann::json::value_t::object);
+    Reader s = r.child("spread", ojson::value_t::object);
     m.spread = Spread{s.number("min"), s.number("max"),  s.number("p10"),
                       s.number("p90"), s.number("mean"), s.number("stddev")};
   }
@@ -176,9 +176,9 @@ Record read_record(const Reader& r) {
   }
   if (const auto* params = r.get("params")) {
     if (!params->is_object()) r.fail("params", "expected an object");
-    rec.params = ojson::parse(params->dump());
+    rec.params = *params;
   }
-  Reader metrics = r.child("metrics", nlohmann::json::value_t::array);
+  Reader metrics = r.child("metrics", ojson::value_t::array);
   for (std::size_t i = 0; i < metrics.node().size(); ++i) {
     Reader m = metrics.element(i);
     if (!m.node().is_object()) m.fail("", "expected an object");
@@ -191,7 +191,7 @@ Record read_record(const Reader& r) {
   }
   rec.reason = r.str("reason", false);
   if (r.get("telemetry") != nullptr) {
-    Reader t = r.child("telemetry", nlohmann::json::value_t::object);
+    Reader t = r.child("telemetry", ojson::value_t::object);
     Telemetry tel;
     tel.power_mean_w = t.opt_number("power_mean_w");
     tel.power_max_w = t.opt_number("power_max_w");
@@ -203,7 +203,7 @@ Record read_record(const Reader& r) {
     tel.throttle_reasons = t.string_list("throttle_reasons");
     rec.telemetry = tel;
   }
-  if (const auto* extra = r.get("extra")) rec.extra = ojson::parse(extra->dump());
+  if (const auto* extra = r.get("extra")) rec.extra = *extra;
   return rec;
 }
 
@@ -261,7 +261,7 @@ ojson to_json(const ResultSet& result) {
   return out;
 }
 
-ResultSet result_from_json(const nlohmann::json& document, const std::string& origin) {
+ResultSet result_from_json(const nlohmann::ordered_json& document, const std::string& origin) {
   if (!document.is_object()) throw DataError(origin, "", "", "expected a JSON object (a gpuscout result file)");
   Reader root(document, origin, "");
   ResultSet result;
@@ -277,17 +277,17 @@ ResultSet result_from_json(const nlohmann::json& document, const std::string& or
   }
   result.kind = root.str("kind");
   result.complete = root.opt_bool("complete").value_or(true);
-  Reader prov = root.child("provenance", nlohmann::json::value_t::object);
+  Reader prov = root.child("provenance", ojson::value_t::object);
   Provenance& p = result.provenance;
   if (prov.get("tool") != nullptr) {
-    Reader tool = prov.child("tool", nlohmann::json::value_t::object);
+    Reader tool = prov.child("tool", ojson::value_t::object);
     p.tool_version = tool.str("version", false);
     p.git_commit = tool.str("git_commit", false);
   }
   p.created_utc = prov.str("created_utc", false);
   p.command_line = prov.string_list("command_line");
   if (prov.get("host") != nullptr) {
-    Reader host = prov.child("host", nlohmann::json::value_t::object);
+    Reader host = prov.child("host", ojson::value_t::object);
     p.hostname = host.str("hostname", false);
     p.os = host.str("os", false);
     p.cpu = host.str("cpu", false);
@@ -297,11 +297,11 @@ ResultSet result_from_json(const nlohmann::json& document, const std::string& or
   p.tags = prov.string_map("tags");
   p.data_source = prov.str("data_source", false);
   if (root.get("gpus") != nullptr) {
-    Reader gpus = root.child("gpus", nlohmann::json::value_t::array);
+    Reader gpus = root.child("gpus", ojson::value_t::array);
     for (std::size_t i = 0; i < gpus.node().size(); ++i) result.gpus.push_back(read_gpu(gpus.element(i)));
   }
-  if (const auto* topo = root.get("topology")) result.topology = ojson::parse(topo->dump());
-  Reader records = root.child("records", nlohmann::json::value_t::array);
+  if (const auto* topo = root.get("topology")) result.topology = *topo;
+  Reader records = root.child("records", ojson::value_t::array);
   for (std::size_t i = 0; i < records.node().size(); ++i) {
     Reader r = records.element(i);
     if (!r.node().is_object()) r.fail("", "expected an object");
@@ -312,10 +312,10 @@ ResultSet result_from_json(const nlohmann::json& document, const std::string& or
 
 ResultSet read_result_file(const std::filesystem::path& path) {
   const std::string text = read_file(path);
-  nlohmann::json document;
+  ojson document;
   try {
-    document = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+    document = ojson::parse(text);
+  } catch (const ojson::parse_error& e) {
     throw DataError(path.string(), "", "", fmt::format("not valid JSON: {}", e.what()));
   }
   return result_from_json(document, path.string());

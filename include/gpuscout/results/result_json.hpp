@@ -13,7 +13,7 @@ nlohmann::ordered_json to_json(const Record& record);
 
 // Parses a result document. Throws DataError (naming `origin` and the field) when the document is
 // malformed, and when its schema major version is not one this build reads.
-ResultSet result_from_json(const nlohmann::json& document, const std::string& origin);
+ResultSet result_from_json(const nlohmann::ordered_json& document, const std::string& origin);
 
 ResultSet read_result_file(const std::filesystem::path& path);
 // Atomic: a temp file renamed into place.
