@@ -408,7 +408,11 @@ void run_compare(AppContext& ctx, const std::vector<std::string>& names) {
 
 void register_gpus_command(CLI::App& app, AppContext& ctx) {
   CLI::App* gpus = app.add_subcommand("gpus", "The GPU spec database: list, show and compare GPUs (dense peaks)");
-  gpus->require_subcommand(1);
+  // Checked in a callback rather than with require_subcommand(1), so that a bad flag such as
+  // `gpus --no-such-flag` is reported as that flag rather than as a missing subcommand.
+  gpus->callback([gpus] {
+    if (gpus->get_subcommands().empty()) throw CLI::RequiredError("A subcommand (list, show or compare)");
+  });
 
   auto list_options = std::make_shared<ListOptions>();
   CLI::App* list = gpus->add_subcommand("list", "One row per GPU: memory, bandwidth, BF16/FP8 dense peaks, TDP, price");
