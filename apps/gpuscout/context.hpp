@@ -61,5 +61,6 @@ class AppContext {
 void register_gpus_command(CLI::App& app, AppContext& ctx);
 void register_models_command(CLI::App& app, AppContext& ctx);
 void register_devices_command(CLI::App& app, AppContext& ctx);
+void register_bench_command(CLI::App& app, AppContext& ctx);
 
 }  // namespace gpuscout::cli

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   cli::register_gpus_command(app, ctx);
   cli::register_models_command(app, ctx);
   cli::register_devices_command(app, ctx);
+  cli::register_bench_command(app, ctx);
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
   app.parse_complete_callback([&] {

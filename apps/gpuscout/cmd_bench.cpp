@@ -1,0 +1,241 @@
+// gpuscout bench: runs the measurement backend's benchmarks on local GPUs, prints a summary table
+// (stdout), progress (stderr, only on a terminal or with -v) and writes the full result JSON
+// atomically. Exit 1 when any record failed or the run was interrupted (Ctrl-C writes what was
+// measured so far, marked complete=false). Built without CUDA it says so and exits 1.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "context.hpp"
+#include "gpuscout/bench/selection.hpp"
+#include "gpuscout/bench/summary.hpp"
+#include "gpuscout/report/table.hpp"
+#include "gpuscout/results/result_json.hpp"
+#include "gpuscout/specs/spec_db.hpp"
+#include "local_gpus.hpp"
+#if defined(GPUSCOUT_HAVE_CUDA)
+#include "gpuscout/cuda/benchmark.hpp"
+#include "gpuscout/cuda/device_info.hpp"
+#include "gpuscout/cuda/telemetry.hpp"
+#endif
+
+namespace gpuscout::cli {
+namespace {
+
+// Sweep flags (llama-bench style comma lists), passed to the benchmarks by name.
+constexpr const char* kListFlags[][2] = {
+    {"memory-sizes", "memory: array sizes, e.g. 8MiB,1GiB,4GiB"},
+    {"transfer-sizes", "transfer: host<->device copy sizes, e.g. 64MiB,512MiB"},
+    {"gemm-sizes", "gemm: square sizes m=n=k, e.g. 4096,8192"},
+    {"gemm-m", "gemm: token counts m for the model-shaped cases, e.g. 1,128,4096"},
+    {"gemm-shapes", "gemm: explicit shapes m x n x k, e.g. 4096x4096x4096"},
+    {"precisions", "gemm: precisions, e.g. bf16,fp8"},
+};
+
+struct BenchFlags {
+  bool quick = false, full = false, list = false;
+  std::string only, gpus, out, tags;
+  std::map<std::string, std::string> lists;
+  double max_time_per_case = 0;
+};
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+#if defined(GPUSCOUT_HAVE_CUDA)
+
+bench::StoppingRule timing_rule(cuda::BenchMode mode, double max_time_per_case) {
+  bench::StoppingRule rule;
+  if (mode == cuda::BenchMode::quick) {
+    rule.min_samples = 5;
+    rule.max_time_s = 0.5;
+    rule.target_relative_spread = 0.03;
+  } else if (mode == cuda::BenchMode::full) {
+    rule.min_samples = 20;
+    rule.max_time_s = 5.0;
+    rule.target_relative_spread = 0.01;
+  }
+  if (max_time_per_case > 0) rule.max_time_s = max_time_per_case;
+  return rule;
+}
+
+std::map<std::string, std::string> captured_environment() {
+  std::map<std::string, std::string> env;
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
+                           "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING"}) {
+    if (const char* v = std::getenv(name)) env[name] = v;
+  }
+  return env;
+}
+
+class SigintGuard {
+ public:
+  SigintGuard() {
+    g_interrupted.store(false);
+    previous_ = std::signal(SIGINT, on_sigint);
+  }
+  ~SigintGuard() { std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_); }
+
+ private:
+  void (*previous_)(int) = nullptr;
+};
+
+void run_bench(AppContext& ctx, const BenchFlags& f) {
+  auto benchmarks = cuda::make_benchmarks();
+  std::vector<std::string> keys;
+  for (const auto& b : benchmarks) keys.push_back(b->key());
+  const std::vector<std::string> selectors = bench::split_list(f.only);
+  const std::vector<std::size_t> chosen = bench::select_benchmarks(keys, selectors);
+
+  if (f.list) {
+    report::Table t;
+    t.key = "benchmarks";
+    t.add_column("key", "Key");
+    t.add_column("description", "Description");
+    for (std::size_t i : chosen) t.add_row({benchmarks[i]->key(), benchmarks[i]->description()});
+    t.notes.push_back("Select with --only KEY or a prefix of a case key, e.g. --only memory/copy,gemm/bf16");
+    ctx.out << report::render(t, ctx.format());
+    return;
+  }
+
+  const specs::SpecDb* db = nullptr;
+  try {
+    db = &ctx.specs();
+  } catch (const Error& e) {
+    fmt::print(stderr, "gpuscout: warning: spec database not loaded ({}); no % of peak\n", e.what());
+  }
+  LocalGpus local = discover_local_gpus(db);
+  if (local.gpus.empty()) throw Error("bench: no local GPU to measure: " + local.unavailable_reason);
+
+  std::vector<int> gpu_indices = f.gpus.empty() ? std::vector<int>{0} : bench::parse_index_list(f.gpus, "gpus");
+  for (int g : gpu_indices) {
+    if (g >= static_cast<int>(local.gpus.size())) {
+      throw UsageError(fmt::format("--gpus: no GPU {} (this machine has {})", g, local.gpus.size()));
+    }
+  }
+
+  cuda::BenchOptions options;
+  options.mode = f.quick ? cuda::BenchMode::quick : (f.full ? cuda::BenchMode::full : cuda::BenchMode::standard);
+  options.timing = timing_rule(options.mode, f.max_time_per_case);
+  for (const auto& [name, text] : f.lists) {
+    auto items = bench::split_list(text);
+    if (!items.empty()) options.lists[name] = std::move(items);
+  }
+  if (!selectors.empty()) options.lists["only"] = selectors;
+
+  results::ResultSet result;
+  result.kind = "bench";
+  result.provenance = results::local_provenance(static_cast<int>(ctx.argv.size()), ctx.raw_argv);
+  for (const auto& [k, v] : local.software) result.provenance.software[k] = v;
+  result.provenance.environment = captured_environment();
+  result.provenance.tags = bench::parse_tags(f.tags);
+  if (db != nullptr) result.provenance.data_source = ctx.data().describe();
+  result.gpus = local.gpus;
+  result.topology["gpus"] = local.details;
+  result.topology["mode"] = options.mode == cuda::BenchMode::quick  ? "quick"
+                            : options.mode == cuda::BenchMode::full ? "full"
+                                                                    : "standard";
+
+  const bool show_progress = ::isatty(STDERR_FILENO) != 0 || ctx.options.verbosity > 0;
+  SigintGuard sigint;
+  for (int g : gpu_indices) {
+    if (g_interrupted.load()) break;
+    cuda::DeviceContext device = cuda::make_device_context(g);
+    device.spec = local.specs[static_cast<std::size_t>(g)];
+    const bench::PeakFigures peaks = peak_figures(device.spec, local.details[static_cast<std::size_t>(g)]);
+    auto telemetry = cuda::TelemetrySampler::create(g);
+    cuda::BenchEnv env{device, options, telemetry.get(), &g_interrupted, {}};
+    if (show_progress) {
+      env.progress = [g](const std::string& line) { fmt::print(stderr, "[gpu{}] {}\n", g, line); };
+    }
+    for (std::size_t i : chosen) {
+      if (g_interrupted.load()) break;
+      cuda::Benchmark& b = *benchmarks[i];
+      std::vector<results::Record> records;
+      if (auto why = b.not_supported_reason(device)) {
+        results::Record r;
+        r.key = b.key();
+        r.benchmark = b.key();
+        r.gpus = {g};
+        r.outcome = results::Outcome::not_supported;
+        r.reason = *why;
+        records.push_back(std::move(r));
+      } else {
+        try {
+          records = b.run(env);
+        } catch (const std::exception& e) {
+          results::Record r;
+          r.key = b.key();
+          r.benchmark = b.key();
+          r.gpus = {g};
+          r.outcome = results::Outcome::failed;
+          r.reason = e.what();
+          records.push_back(std::move(r));
+        }
+      }
+      for (results::Record& r : records) {
+        bench::annotate_percent_of_peak(r, peaks);
+        bench::annotate_efficiency(r);
+        result.records.push_back(std::move(r));
+      }
+    }
+  }
+  result.complete = !g_interrupted.load();
+
+  const std::string path =
+      f.out.empty() ? bench::default_output_name(result.provenance.hostname,
+                                                 local.gpus[static_cast<std::size_t>(gpu_indices.front())].name,
+                                                 std::time(nullptr))
+                    : f.out;
+  results::write_result_file(path, result);
+  ctx.out << report::render(bench::summary_table(result.records), ctx.format());
+  ctx.out.flush();
+  if (!result.complete) fmt::print(stderr, "gpuscout bench: interrupted; partial results (complete=false)\n");
+  fmt::print(stderr, "gpuscout bench: wrote {}\n", path);
+  if (result.any_failure()) ctx.raise_exit_code(ExitCode::failure);
+}
+
+#else
+
+void run_bench(AppContext&, const BenchFlags&) {
+  throw Error("bench: built without CUDA: this gpuscout cannot measure GPUs (rebuild with a CUDA toolkit)");
+}
+
+#endif
+
+}  // namespace
+
+void register_bench_command(CLI::App& app, AppContext& ctx) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* cmd =
+      app.add_subcommand("bench", "Measure the local GPUs: memory, host transfers, GEMM (--list shows all)");
+  auto* quick = cmd->add_flag("--quick", flags->quick, "Fewer sizes and samples (about a minute)");
+  auto* full = cmd->add_flag("--full", flags->full, "More sizes, more samples, tighter spread");
+  quick->excludes(full);
+  cmd->add_option("--only", flags->only,
+                  "Comma list of benchmark keys or case-key prefixes: memory, transfer/h2d, gemm/bf16 ...");
+  cmd->add_flag("--list", flags->list, "List the benchmarks and exit");
+  cmd->add_option("--gpus", flags->gpus, "Comma list of local GPU indices to measure, one after another (default 0)");
+  cmd->add_option("--out", flags->out, "Result file (default gpuscout-<host>-<gpu>-<yyyymmdd-hhmmss>.json)");
+  cmd->add_option("--tags", flags->tags, "key:value,... recorded in the result so runs from many machines concatenate");
+  cmd->add_option("--max-time-per-case", flags->max_time_per_case, "Seconds of timed samples per case at most")
+      ->check(CLI::PositiveNumber);
+  for (const auto& [name, help] : kListFlags) {
+    cmd->add_option(std::string("--") + name, flags->lists[name], help);
+  }
+  cmd->callback([&ctx, flags] { run_bench(ctx, *flags); });
+}
+
+}  // namespace gpuscout::cli

@@ -1,0 +1,14 @@
+#pragma once
+// Factories of every benchmark, one per file under backends/cuda/benchmarks/. registry.cpp lists
+// them explicitly, in the order `gpuscout bench` runs them.
+#include <memory>
+
+#include "gpuscout/cuda/benchmark.hpp"
+
+namespace gpuscout::cuda {
+
+std::unique_ptr<Benchmark> make_memory_benchmark();  // benchmarks/memory.cu: HBM / L2 read, write, copy, triad, CE copy
+std::unique_ptr<Benchmark> make_transfer_benchmark();  // benchmarks/transfer.cu: host <-> device bandwidth and latency
+std::unique_ptr<Benchmark> make_gemm_benchmark();      // benchmarks/gemm.cu: cuBLASLt matrix products
+
+}  // namespace gpuscout::cuda

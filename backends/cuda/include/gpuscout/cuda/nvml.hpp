@@ -1,0 +1,61 @@
+#pragma once
+// NVML loaded at run time (nvtop style): dlopen("libnvidia-ml.so.1"), only the functions used are
+// declared, the newest versioned symbol is tried first (_v3 -> _v2 -> plain), and every reading is
+// optional: absent when the library, the symbol or the driver does not provide it.
+// No CUDA headers here, so the CLI can include it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuscout::cuda::nvml {
+
+// An NVML device handle (nvmlDevice_t), opaque here.
+struct Device {
+  void* handle = nullptr;
+};
+
+enum class Clock { graphics = 0, sm = 1, memory = 2 };
+
+class Library {
+ public:
+  // The process-wide instance, loaded and initialised on first use; nullptr when NVML cannot be used.
+  static const Library* get();
+  // Why get() returned nullptr ("libnvidia-ml.so.1: cannot open shared object file ...").
+  static std::string unavailable_reason();
+
+  std::optional<Device> device_by_pci_bus_id(const std::string& bus_id) const;
+
+  std::optional<std::string> driver_version() const;
+  std::optional<int> cuda_driver_version() const;  // 13000 for 13.0
+
+  std::optional<std::string> name(Device d) const;
+  std::optional<std::string> uuid(Device d) const;
+  std::optional<double> power_w(Device d) const;             // current draw (driver-averaged)
+  std::optional<double> energy_j(Device d) const;            // total energy since driver load
+  std::optional<double> clock_mhz(Device d, Clock c) const;  // current
+  std::optional<double> max_clock_mhz(Device d, Clock c) const;
+  std::optional<double> temperature_c(Device d) const;
+  std::optional<std::uint64_t> throttle_reasons(Device d) const;  // bit mask, names below
+  std::optional<double> power_limit_w(Device d) const;            // enforced limit
+  std::optional<bool> ecc_enabled(Device d) const;
+  std::optional<bool> mig_enabled(Device d) const;
+  std::optional<bool> persistence_mode(Device d) const;
+  std::optional<int> numa_node(Device d) const;
+  std::optional<int> pcie_link_generation(Device d, bool max) const;
+  std::optional<int> pcie_link_width(Device d, bool max) const;
+
+  struct Api;  // resolved function pointers (nvml.cpp)
+  explicit Library(const Api* api) : api_(api) {}
+
+ private:
+  const Api* api_;
+};
+
+// Names of the reasons set in a throttle / clock-event mask ("sw_power_cap", "hw_thermal_slowdown"...).
+std::vector<std::string> throttle_reason_names(std::uint64_t mask);
+// True when the mask holds a reason that lowers clocks under load (power or thermal caps, slowdowns);
+// idle, application-clock and sync-boost settings do not count.
+bool is_performance_throttle(std::uint64_t mask);
+
+}  // namespace gpuscout::cuda::nvml

@@ -1,1 +1,0 @@
-namespace gpuscout::cuda {}
