@@ -8,7 +8,10 @@
 #include <cmath>
 #include <limits>
 
+#include "gpuscout/data/data_source.hpp"
+#include "gpuscout/specs/gpu_spec.hpp"
 #include "gpuscout/util/error.hpp"
+#include "gpuscout/workloads/model_catalog.hpp"
 
 namespace gpuscout::bench::gemm {
 namespace {
@@ -91,6 +94,16 @@ std::optional<std::string> unsupported_reason(GemmPrecision precision, int cc_ma
                      cc_major, cc_minor);
 }
 
+std::optional<double> dense_peak(const specs::GpuSpec* spec, GemmPrecision precision) {
+  if (spec == nullptr) return std::nullopt;
+  if (const auto key = specs::parse_precision(info(precision).spec_key)) {
+    if (const auto peak = spec->peak_tflops(*key)) return peak;
+  }
+  // GPUs without FP64 tensor cores: their plain FP64 rate is what DGEMM reaches.
+  if (precision == GemmPrecision::fp64) return spec->peak_tflops(specs::Precision::fp64);
+  return std::nullopt;
+}
+
 std::string_view rate_unit(GemmPrecision precision) {
   return info(precision).integer ? "TOP/s" : "TFLOP/s";
 }
@@ -119,6 +132,29 @@ TransformerDims llama31_8b() {
           14336,
           true,
           "built-in default: https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json"};
+}
+
+TransformerDims catalog_dims(std::string_view model) {
+  const auto catalog = workloads::ModelCatalog::load(data::DataSource::resolve(std::nullopt));
+  const workloads::ModelInfo& info = catalog.get(model);
+  const workloads::ModelArch& arch = info.arch;
+  if (arch.kind != workloads::ModelKind::decoder) {
+    throw UsageError(fmt::format("GEMM layer shapes: {} is not a decoder model", info.name));
+  }
+  if (arch.is_moe() || arch.is_mla()) {
+    throw UsageError(
+        fmt::format("GEMM layer shapes: {} uses MoE or MLA layers, which are not modelled yet", info.name));
+  }
+  TransformerDims dims;
+  dims.model = lower(info.name);
+  dims.hidden = arch.hidden;
+  dims.heads = arch.heads;
+  dims.kv_heads = arch.kv_heads;
+  dims.head_dim = arch.head_dim;
+  dims.ffn_hidden = arch.ffn_hidden;
+  dims.gated_mlp = arch.gated_mlp;
+  dims.source = fmt::format("model catalog ({}): {}", info.file, info.config_source);
+  return dims;
 }
 
 std::vector<std::string> default_layers() {
@@ -210,36 +246,56 @@ GemmPlan make_plan(PlanMode mode, const std::map<std::string, std::vector<std::s
     }
   }
 
-  // Plain sizes.
-  if (const auto* list = find_list(lists, "gemm-sizes"); list != nullptr && !list->empty()) {
-    if (!is_none(*list)) {
-      for (const std::string& text : *list) plan.sizes.push_back(parse_size(text));
+  // --gemm-shapes mixes explicit MxNxK shapes and layer names; either kind, once given, replaces
+  // the default of its kind (explicit shapes the default sizes, layer names the default layers).
+  const auto* shapes_flag = find_list(lists, "gemm-shapes");
+  const bool shapes_given = shapes_flag != nullptr && !shapes_flag->empty();
+  std::vector<GemmShape> explicit_shapes;
+  std::vector<std::string> layer_names;
+  if (shapes_given && !is_none(*shapes_flag)) {
+    for (const std::string& item : *shapes_flag) {
+      const std::string_view t = trim(item);
+      if (!t.empty() && std::isdigit(static_cast<unsigned char>(t.front()))) {
+        explicit_shapes.push_back(parse_size(t));
+      } else {
+        layer_names.emplace_back(t);
+      }
     }
-  } else {
+  }
+
+  // Plain sizes.
+  const auto* sizes_flag = find_list(lists, "gemm-sizes");
+  if (sizes_flag != nullptr && !sizes_flag->empty()) {
+    if (!is_none(*sizes_flag)) {
+      for (const std::string& text : *sizes_flag) plan.sizes.push_back(parse_size(text));
+    }
+  } else if (!shapes_given) {
     const std::vector<std::int64_t> sizes =
         mode == PlanMode::quick ? std::vector<std::int64_t>{4096, 8192} : std::vector<std::int64_t>{4096, 8192, 16384};
     for (std::int64_t s : sizes) plan.sizes.push_back({s, s, s, "", ""});
   }
+  plan.sizes.insert(plan.sizes.end(), explicit_shapes.begin(), explicit_shapes.end());
 
   // LLM layer shapes.
   std::vector<std::int64_t> tokens;
   bool skip_llm = false;
-  if (const auto* list = find_list(lists, "gemm-m"); list != nullptr && !list->empty()) {
-    if (is_none(*list)) {
+  const auto* m_flag = find_list(lists, "gemm-m");
+  if (m_flag != nullptr && !m_flag->empty()) {
+    if (is_none(*m_flag)) {
       skip_llm = true;
     } else {
-      for (const std::string& text : *list) tokens.push_back(parse_positive(text, "gemm-m"));
+      for (const std::string& text : *m_flag) tokens.push_back(parse_positive(text, "gemm-m"));
     }
   } else {
     tokens = mode == PlanMode::quick ? std::vector<std::int64_t>{1, 128, 4096}
                                      : std::vector<std::int64_t>{1, 16, 128, 1024, 4096, 16384};
   }
   std::vector<std::string> layers = default_layers();
-  if (const auto* list = find_list(lists, "gemm-shapes"); list != nullptr && !list->empty()) {
-    if (is_none(*list)) {
-      skip_llm = true;
-    } else {
-      layers = *list;
+  if (shapes_given) {
+    if (!layer_names.empty()) {
+      layers = layer_names;
+    } else if (m_flag == nullptr || m_flag->empty()) {
+      skip_llm = true;  // only explicit shapes (or none) asked for
     }
   }
   if (!skip_llm) plan.llm_shapes = layer_shapes(dims, layers, tokens);

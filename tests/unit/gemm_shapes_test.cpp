@@ -134,6 +134,19 @@ TEST(GemmShapes, PlansFromFlags) {
   const auto no_sizes = make_plan(PlanMode::standard, {{"gemm-sizes", {"none"}}}, dims);
   EXPECT_TRUE(no_sizes.sizes.empty());
 
+  // Explicit shapes through --gemm-shapes replace the default sizes and, alone, the LLM shapes.
+  const auto explicit_only = make_plan(PlanMode::standard, {{"gemm-shapes", {"4096x4096x4096", "16x1024x512"}}}, dims);
+  ASSERT_EQ(explicit_only.sizes.size(), 2u);
+  EXPECT_EQ(explicit_only.sizes[1], (GemmShape{16, 1024, 512, "", ""}));
+  EXPECT_TRUE(explicit_only.llm_shapes.empty());
+  const auto mixed =
+      make_plan(PlanMode::quick, {{"gemm-shapes", {"o", "128x256x512"}}, {"gemm-sizes", {"8192"}}}, dims);
+  ASSERT_EQ(mixed.sizes.size(), 2u);
+  EXPECT_EQ(mixed.sizes[0].m, 8192);
+  EXPECT_EQ(mixed.sizes[1], (GemmShape{128, 256, 512, "", ""}));
+  ASSERT_EQ(mixed.llm_shapes.size(), 3u);  // o at the quick token counts
+  EXPECT_EQ(mixed.llm_shapes[0].layer, "o");
+
   EXPECT_THROW(make_plan(PlanMode::standard, {{"precisions", {"fp4"}}}, dims), UsageError);
   EXPECT_THROW(make_plan(PlanMode::standard, {{"gemm-m", {"0"}}}, dims), UsageError);
   EXPECT_THROW(make_plan(PlanMode::standard, {{"gemm-shapes", {"lm_head"}}}, dims), UsageError);
@@ -149,6 +162,51 @@ TEST(GemmShapes, RotationSets) {
   EXPECT_EQ(rotation_sets(1024, 50 * mib, 4.0, 100000 * mib, 64), 64);
   EXPECT_EQ(rotation_sets(32 * mib, 50 * mib, 4.0, 96 * mib, 64), 3);
   EXPECT_EQ(rotation_sets(32 * mib, 50 * mib, 4.0, 1 * mib, 64), 1);
+}
+
+}  // namespace
+}  // namespace gpuscout::bench::gemm
+
+namespace gpuscout::bench::gemm {
+namespace {
+
+TEST(GemmShapes, CatalogDims) {
+  const auto dims = catalog_dims("llama-3.1-8b");
+  const auto builtin = llama31_8b();
+  EXPECT_EQ(dims.model, builtin.model);
+  EXPECT_EQ(dims.hidden, builtin.hidden);
+  EXPECT_EQ(dims.heads, builtin.heads);
+  EXPECT_EQ(dims.kv_heads, builtin.kv_heads);
+  EXPECT_EQ(dims.head_dim, builtin.head_dim);
+  EXPECT_EQ(dims.ffn_hidden, builtin.ffn_hidden);
+  EXPECT_TRUE(dims.gated_mlp);
+  EXPECT_NE(dims.source.find("model catalog"), std::string::npos);
+  EXPECT_THROW(catalog_dims("no-such-model"), NotFoundError);
+  EXPECT_THROW(catalog_dims("deepseek-v3"), UsageError);  // MoE + MLA
+  EXPECT_THROW(catalog_dims("bert-large"), UsageError);   // encoder
+}
+
+}  // namespace
+}  // namespace gpuscout::bench::gemm
+
+#include "gpuscout/specs/gpu_spec.hpp"
+
+namespace gpuscout::bench::gemm {
+namespace {
+
+TEST(GemmShapes, DensePeakFromSpec) {
+  specs::GpuSpec spec;
+  EXPECT_FALSE(dense_peak(nullptr, GemmPrecision::bf16));
+  EXPECT_FALSE(dense_peak(&spec, GemmPrecision::bf16));
+  spec.peak_dense[static_cast<std::size_t>(specs::Precision::bf16)] = specs::Figure{989.4, "datasheet", ""};
+  spec.peak_dense[static_cast<std::size_t>(specs::Precision::fp8)] = specs::Figure{1978.9, "datasheet", ""};
+  spec.peak_dense[static_cast<std::size_t>(specs::Precision::fp64)] = specs::Figure{9.7, "datasheet", ""};
+  EXPECT_EQ(dense_peak(&spec, GemmPrecision::bf16), 989.4);
+  EXPECT_EQ(dense_peak(&spec, GemmPrecision::fp8_e5m2), 1978.9);
+  EXPECT_EQ(dense_peak(&spec, GemmPrecision::fp64), 9.7);  // no tensor FP64 figure: plain FP64
+  spec.peak_dense[static_cast<std::size_t>(specs::Precision::fp64_tensor)] = specs::Figure{67, "datasheet", ""};
+  EXPECT_EQ(dense_peak(&spec, GemmPrecision::fp64), 67.0);
+  EXPECT_FALSE(dense_peak(&spec, GemmPrecision::tf32));
 }
 
 }  // namespace

@@ -13,6 +13,10 @@
 #include <string_view>
 #include <vector>
 
+namespace gpuscout::specs {
+struct GpuSpec;
+}
+
 namespace gpuscout::bench::gemm {
 
 enum class GemmPrecision { fp64, fp32, tf32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8 };
@@ -40,6 +44,10 @@ std::optional<GemmPrecision> parse_precision(std::string_view text);
 // nullopt when a GPU of this compute capability runs the precision on its tensor cores (or, for
 // FP32/FP64, at all); otherwise why not, e.g. "FP8 needs compute capability 8.9+".
 std::optional<std::string> unsupported_reason(GemmPrecision precision, int cc_major, int cc_minor);
+// The spec database's dense peak this precision's throughput is compared with (PrecisionInfo::
+// spec_key; FP64 falls back from the tensor-core to the plain FP64 figure); nullopt when `spec`
+// is null or lacks the figure.
+std::optional<double> dense_peak(const specs::GpuSpec* spec, GemmPrecision precision);
 // "TOP/s" for INT8, else "TFLOP/s".
 std::string_view rate_unit(GemmPrecision precision);
 
@@ -47,7 +55,10 @@ struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::string model;  // empty for plain sizes
   std::string layer;  // "qkv", "o", "gate_up", "gate", "up", "down"; empty for plain sizes
-  bool operator==(const GemmShape&) const = default;
+  // Spelled out: this header is shared with .cu files, which build as C++17.
+  bool operator==(const GemmShape& o) const {
+    return m == o.m && n == o.n && k == o.k && model == o.model && layer == o.layer;
+  }
 };
 
 // 2 m n k (a multiply-add counts as two operations).
@@ -66,8 +77,14 @@ struct TransformerDims {
 };
 
 // Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, head_dim 128, FFN 14336, SwiGLU), from
-// meta-llama/Llama-3.1-8B config.json; used when the model catalog is not consulted.
+// meta-llama/Llama-3.1-8B config.json; the fallback when the model catalog cannot be read.
 TransformerDims llama31_8b();
+inline constexpr std::string_view kDefaultModel = "llama-3.1-8b";
+
+// The layer dimensions of a model of the catalog (data/models, or $GPUSCOUT_DATA), looked up by
+// name or alias. Throws NotFoundError for an unknown model, UsageError for one whose layers are
+// not plain dense GQA/MHA blocks (MoE, MLA) or that is no decoder.
+TransformerDims catalog_dims(std::string_view model);
 
 // The layer names layer_shapes understands, and the default selection.
 inline constexpr std::string_view kLayerNames[] = {"qkv", "o", "gate_up", "gate", "up", "down"};
@@ -95,12 +112,15 @@ GemmShape parse_size(std::string_view text);
 std::int64_t parse_positive(std::string_view text, std::string_view flag);
 
 // Defaults per mode, overridden by the list-valued flags in `lists`:
-//   gemm-sizes   plain sizes (default quick: 4096, 8192; otherwise 4096, 8192, 16384; "none": skip)
-//   precisions   all listed precisions, squares and LLM shapes alike (default: every precision
-//                for the sizes; bf16, fp8 for the LLM shapes unless the mode is full)
+//   gemm-sizes   plain sizes, "N" (square) or "MxNxK" (default quick: 4096, 8192; otherwise 4096,
+//                8192, 16384; "none": skip)
+//   gemm-shapes  layer names (qkv, o, gate_up, gate, up, down; default qkv, o, gate_up, down)
+//                and/or explicit "MxNxK" shapes; given alone, it replaces the default sizes, and
+//                with no layer name (and no gemm-m) it skips the LLM shapes
 //   gemm-m       token counts of the LLM shapes (default 1, 16, 128, 1024, 4096, 16384; quick:
 //                1, 128, 4096; "none": skip the LLM shapes)
-//   gemm-shapes  layers (default qkv, o, gate_up, down)
+//   precisions   all listed precisions, squares and LLM shapes alike (default: every precision
+//                for the sizes; bf16, fp8 for the LLM shapes unless the mode is full)
 // Unknown names or malformed numbers throw UsageError. `dims` gives the model's layer sizes.
 GemmPlan make_plan(PlanMode mode, const std::map<std::string, std::vector<std::string>>& lists,
                    const TransformerDims& dims);
