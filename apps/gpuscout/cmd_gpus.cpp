@@ -12,9 +12,11 @@
 #include <tuple>
 
 #include "context.hpp"
+#include "gpuscout/model/spec_sheet_fit.hpp"
 #include "gpuscout/specs/spec_db.hpp"
 #include "gpuscout/specs/spec_json.hpp"
 #include "gpuscout/util/names.hpp"
+#include "gpuscout/workloads/model_catalog.hpp"
 
 namespace gpuscout::cli {
 namespace {
@@ -337,7 +339,65 @@ std::optional<double> metric_value(const Metric& metric, const GpuSpec& spec) {
   return metric.value(spec);
 }
 
-void run_compare(AppContext& ctx, const std::vector<std::string>& names) {
+struct CompareOptions {
+  std::vector<std::string> names;
+  std::string model;  // empty: no model table
+  std::string weights = "bf16";
+};
+
+// Spec-sheet bounds of one model on each compared GPU (src/model/spec_sheet_fit.cpp).
+Table model_fit_table(AppContext& ctx, const std::vector<const GpuSpec*>& gpus, const CompareOptions& options) {
+  const workloads::ModelInfo& model = ctx.models().get(options.model);
+  const model::WeightFormat weights = model::parse_weight_format(options.weights, "--weights");
+  const model::FitAssumptions assumptions;
+  Table table;
+  table.key = "model_fit";
+  table.title = fmt::format("{} with {} weights: spec-sheet bounds", model.name, weights.name);
+  table.add_column("metric", "Metric");
+  table.add_column("unit", "Unit");
+  std::vector<model::SpecSheetFit> fits;
+  for (const GpuSpec* spec : gpus) {
+    table.add_column(spec->name, spec->name, "", 1, Align::right);
+    fits.push_back(model::spec_sheet_fit(*spec, model, weights, assumptions));
+  }
+  auto add = [&](std::string key, std::string unit, auto value) {
+    std::vector<Cell> row{std::move(key), std::move(unit)};
+    for (const auto& fit : fits) row.push_back(value(fit));
+    table.add_row(std::move(row));
+  };
+  auto optional_cell = [](std::optional<double> v) -> Cell { return v ? Cell(*v) : Cell(); };
+  add("weights_gb", "GB", [](const model::SpecSheetFit& f) -> Cell { return f.weight_gb; });
+  add("gpus_needed", "GPUs",
+      [](const model::SpecSheetFit& f) -> Cell { return f.gpus_needed ? Cell(std::int64_t{*f.gpus_needed}) : Cell(); });
+  add("kv_cache_room_tokens", "tokens", [](const model::SpecSheetFit& f) {
+    return f.kv_tokens_capacity ? Cell(static_cast<std::int64_t>(*f.kv_tokens_capacity)) : Cell();
+  });
+  add("decode_bound_batch1", "tokens/s",
+      [&](const model::SpecSheetFit& f) { return optional_cell(f.decode_tokens_per_s_bound); });
+  add("prefill_bound", "tokens/s",
+      [&](const model::SpecSheetFit& f) { return optional_cell(f.prefill_tokens_per_s_bound); });
+  {
+    std::vector<Cell> row{std::string("cloud_usd_per_hr"), std::string("$/hr")};
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const auto* cloud = gpus[i]->reference_cloud();
+      row.push_back(cloud != nullptr && fits[i].gpus_needed ? Cell(cloud->usd_per_gpu_hr * *fits[i].gpus_needed)
+                                                            : Cell());
+    }
+    table.add_row(std::move(row));
+  }
+  table.notes = model::describe(assumptions);
+  table.notes.push_back("cloud_usd_per_hr: GPUs needed x the reference on-demand price (gpuscout gpus show NAME)");
+  table.notes.push_back(fmt::format("{}: {:.2f}B parameters, KV cache {:.0f} KiB per token (BF16)", model.name,
+                                    static_cast<double>(model.params().total) / 1e9,
+                                    fits.front().kv_bytes_per_token / 1024));
+  for (const auto& fit : fits) {
+    for (const auto& note : fit.notes) table.notes.push_back(note);
+  }
+  return table;
+}
+
+void run_compare(AppContext& ctx, const CompareOptions& options) {
+  const auto& names = options.names;
   if (names.size() < 2) throw UsageError("gpus compare: expected at least two GPU names");
   const Format format = ctx.format();
   std::vector<const GpuSpec*> gpus;
@@ -401,7 +461,9 @@ void run_compare(AppContext& ctx, const std::vector<std::string>& names) {
       "$/GPU-hr. See `gpuscout gpus show NAME`.");
   if (any_uncertain) values.notes.push_back(kUncertainNote);
   for (const auto& note : uncertain_notes) values.notes.push_back("uncertain: " + note);
-  print(ctx, {values, ratios});
+  std::vector<Table> tables{values, ratios};
+  if (!options.model.empty()) tables.push_back(model_fit_table(ctx, gpus, options));
+  print(ctx, tables);
 }
 
 }  // namespace
@@ -425,10 +487,15 @@ void register_gpus_command(CLI::App& app, AppContext& ctx) {
   show->add_option("name", *show_name, "GPU name or alias (h100, \"NVIDIA H200\", mi300x)")->required();
   show->callback([&ctx, show_name] { run_show(ctx, *show_name); });
 
-  auto compare_names = std::make_shared<std::vector<std::string>>();
+  auto compare_options = std::make_shared<CompareOptions>();
   CLI::App* compare = gpus->add_subcommand("compare", "GPUs side by side, with ratios to the first one");
-  compare->add_option("names", *compare_names, "Two or more GPU names or aliases")->required();
-  compare->callback([&ctx, compare_names] { run_compare(ctx, *compare_names); });
+  compare->add_option("names", compare_options->names, "Two or more GPU names or aliases")->required();
+  compare->add_option("--model", compare_options->model,
+                      "Add a table of spec-sheet bounds for this model on each GPU (memory fit, KV room, decode and "
+                      "prefill rooflines)");
+  compare->add_option("--weights", compare_options->weights, "Weight format for --model: bf16, fp16, fp8 or int8")
+      ->capture_default_str();
+  compare->callback([&ctx, compare_options] { run_compare(ctx, *compare_options); });
 
   for (CLI::App* sub : {list, show, compare}) sub->fallthrough();
 }
