@@ -5,8 +5,10 @@
 //   triad  a = b + 3 c           bytes read 2S, written S
 //   ce_copy cudaMemcpyAsync D2D  bytes read S,  written S
 // S is the size of one array. Bandwidth counts bytes read + bytes written (BabelStream's and
-// nvbandwidth's device_local_copy convention). Kernels move 16-byte vectors, grid-stride over a grid
-// of SM count x occupancy blocks with 4 vectors in flight per thread. Every case is verified after
+// nvbandwidth's device_local_copy convention). Kernels move 16-byte vectors. Two grid styles
+// (--memory-grid): "tiled" (default: one block per tile of 256 x 2 vectors, as many blocks as tiles,
+// like PyTorch's elementwise kernels and BabelStream) and "persistent" (SM count x occupancy blocks,
+// grid-stride, 4 vectors in flight per thread; bench/NOTES.md has both measured). Every case is verified after
 // timing: the output is poisoned, one more launch runs, and every element is compared exactly on
 // the GPU (inputs are small integers stored as float, so the arithmetic is exact).
 #include <fmt/format.h>
@@ -92,7 +94,16 @@ __global__ void __launch_bounds__(kThreads)
   for (; i < n; i += stride) acc += word_sum(in[i]);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
-  if ((threadIdx.x & 31) == 0 && acc != 0) atomicAdd(sum, acc);
+  // One atomic per block, not per warp: thousands of atomics on one address would cost microseconds.
+  __shared__ unsigned long long warp_sums[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long block_sum = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) block_sum += warp_sums[w];
+    atomicAdd(sum, block_sum);
+  }
 }
 
 __global__ void __launch_bounds__(kThreads) write_kernel(float4* __restrict__ out, std::size_t n) {
@@ -138,6 +149,80 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) a[i + u * stride] = triad4(vb[u], vc[u]);
   }
   for (; i < n; i += stride) a[i] = triad4(b[i], c[i]);
+}
+
+// Tiled variants (PyTorch / BabelStream style): one tile of kThreads x kTile vectors per block and
+// as many blocks as tiles, so the hardware scheduler streams blocks through the SMs; within a tile
+// every load of a thread is issued before its first store.
+constexpr int kTile = 2;
+
+__global__ void __launch_bounds__(kThreads)
+    read_tiled(const float4* __restrict__ in, std::size_t n, unsigned long long* sum) {
+  const std::size_t base = blockIdx.x * std::size_t{kThreads * kTile} + threadIdx.x;
+  unsigned long long acc = 0;
+  float4 v[kTile];
+#pragma unroll
+  for (int u = 0; u < kTile; ++u) {
+    const std::size_t i = base + u * kThreads;
+    v[u] = i < n ? in[i] : make_float4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int u = 0; u < kTile; ++u) acc += word_sum(v[u]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+  __shared__ unsigned long long warp_sums[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long block_sum = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) block_sum += warp_sums[w];
+    atomicAdd(sum, block_sum);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) write_tiled(float4* __restrict__ out, std::size_t n) {
+  const std::size_t base = blockIdx.x * std::size_t{kThreads * kTile} + threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < kTile; ++u) {
+    const std::size_t i = base + u * kThreads;
+    if (i < n) out[i] = pattern4(kPatternB, i);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    copy_tiled(const float4* __restrict__ in, float4* __restrict__ out, std::size_t n) {
+  const std::size_t base = blockIdx.x * std::size_t{kThreads * kTile} + threadIdx.x;
+  float4 v[kTile];
+#pragma unroll
+  for (int u = 0; u < kTile; ++u) {
+    const std::size_t i = base + u * kThreads;
+    if (i < n) v[u] = in[i];
+  }
+#pragma unroll
+  for (int u = 0; u < kTile; ++u) {
+    const std::size_t i = base + u * kThreads;
+    if (i < n) out[i] = v[u];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    triad_tiled(const float4* __restrict__ b, const float4* __restrict__ c, float4* __restrict__ a, std::size_t n) {
+  const std::size_t base = blockIdx.x * std::size_t{kThreads * kTile} + threadIdx.x;
+  float4 vb[kTile], vc[kTile];
+#pragma unroll
+  for (int u = 0; u < kTile; ++u) {
+    const std::size_t i = base + u * kThreads;
+    if (i < n) {
+      vb[u] = b[i];
+      vc[u] = c[i];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kTile; ++u) {
+    const std::size_t i = base + u * kThreads;
+    if (i < n) a[i] = triad4(vb[u], vc[u]);
+  }
 }
 
 // Expected read_kernel result: the word sum of pattern b over n4 vectors (period 1024 words).
@@ -189,6 +274,8 @@ class MemoryBenchmark final : public Benchmark {
     int blocks_per_sm = 0;
     GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, copy_kernel, kThreads, 0));
     grid_ = std::max(1, blocks_per_sm) * std::max(1, env.device.sm_count);
+    const auto& style = option_list(env.options, "memory-grid");
+    tiled_ = style.empty() || style.front() != "persistent";
     for (std::uint64_t requested : sizes) {
       if (env.stop_requested()) break;
       run_size(env, requested - requested % 16, records);
@@ -197,7 +284,8 @@ class MemoryBenchmark final : public Benchmark {
   }
 
  private:
-  int grid_ = 0;
+  int grid_ = 0;       // persistent grid: SM count x occupancy
+  bool tiled_ = true;  // --memory-grid tiled (default) | persistent
 
   void run_size(const BenchEnv& env, std::uint64_t size, std::vector<results::Record>& records) {
     const std::string size_text = bench::format_bytes(size);
@@ -263,15 +351,24 @@ class MemoryBenchmark final : public Benchmark {
       const float4* pb = b->get();
       const float4* pc = c ? c->get() : nullptr;
       unsigned long long* sum = scratch.get();
-      const int grid = grid_;
+      const bool tiled = tiled_;
+      const int grid = tiled ? static_cast<int>((n4 + kThreads * kTile - 1) / (kThreads * kTile)) : grid_;
       if (name == "read") {
-        launch = [=](cudaStream_t s) { read_kernel<<<grid, kThreads, 0, s>>>(pb, n4, sum); };
+        launch = tiled ? std::function<void(cudaStream_t)>(
+                             [=](cudaStream_t s) { read_tiled<<<grid, kThreads, 0, s>>>(pb, n4, sum); })
+                       : [=](cudaStream_t s) { read_kernel<<<grid, kThreads, 0, s>>>(pb, n4, sum); };
       } else if (name == "write") {
-        launch = [=](cudaStream_t s) { write_kernel<<<grid, kThreads, 0, s>>>(pa, n4); };
+        launch = tiled ? std::function<void(cudaStream_t)>(
+                             [=](cudaStream_t s) { write_tiled<<<grid, kThreads, 0, s>>>(pa, n4); })
+                       : [=](cudaStream_t s) { write_kernel<<<grid, kThreads, 0, s>>>(pa, n4); };
       } else if (name == "copy") {
-        launch = [=](cudaStream_t s) { copy_kernel<<<grid, kThreads, 0, s>>>(pb, pa, n4); };
+        launch = tiled ? std::function<void(cudaStream_t)>(
+                             [=](cudaStream_t s) { copy_tiled<<<grid, kThreads, 0, s>>>(pb, pa, n4); })
+                       : [=](cudaStream_t s) { copy_kernel<<<grid, kThreads, 0, s>>>(pb, pa, n4); };
       } else if (name == "triad") {
-        launch = [=](cudaStream_t s) { triad_kernel<<<grid, kThreads, 0, s>>>(pb, pc, pa, n4); };
+        launch = tiled ? std::function<void(cudaStream_t)>(
+                             [=](cudaStream_t s) { triad_tiled<<<grid, kThreads, 0, s>>>(pb, pc, pa, n4); })
+                       : [=](cudaStream_t s) { triad_kernel<<<grid, kThreads, 0, s>>>(pb, pc, pa, n4); };
       } else {
         launch = [=](cudaStream_t s) {
           GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(pa, pb, size, cudaMemcpyDeviceToDevice, s));
@@ -300,8 +397,13 @@ class MemoryBenchmark final : public Benchmark {
                                                  "bytes read + written per second (BabelStream / nvbandwidth "
                                                  "convention), 1 GB = 1e9 B"));
         rec.metrics.push_back(bench::time_metric("time", "us", 1e6, times, "time per operation"));
-        rec.params["grid"] = name == "ce_copy" ? 0 : grid;
-        rec.params["block"] = name == "ce_copy" ? 0 : kThreads;
+        if (name != "ce_copy") {
+          rec.params["grid"] = grid;
+          rec.params["block"] = kThreads;
+          rec.params["grid_style"] = tiled
+                                         ? fmt::format("tiled: one block per {} vectors of 16 B", kThreads * kTile)
+                                         : "persistent: SM count x occupancy blocks, grid-stride, 4 vectors in flight";
+        }
         rec.params["reps_per_sample"] = run.reps_per_sample;
         const bool l2_resident =
             static_cast<double>(size) * (op->reads + op->writes) <= static_cast<double>(env.device.l2_bytes);
