@@ -33,7 +33,7 @@ namespace {
 // Sweep flags (llama-bench style comma lists), passed to the benchmarks by name.
 constexpr const char* kListFlags[][2] = {
     {"memory-sizes", "memory: array sizes, e.g. 8MiB,1GiB,4GiB"},
-    {"memory-grid", "memory: kernel grid style, tiled (default) or persistent"},
+    {"memory-grid", "memory: force the kernel grid style, tiled or persistent (default: per op)"},
     {"transfer-sizes", "transfer: host<->device copy sizes, e.g. 64MiB,512MiB"},
     {"gemm-sizes", "gemm: square sizes m=n=k, e.g. 4096,8192"},
     {"gemm-m", "gemm: token counts m for the model-shaped cases, e.g. 1,128,4096"},

@@ -5,10 +5,11 @@
 //   triad  a = b + 3 c           bytes read 2S, written S
 //   ce_copy cudaMemcpyAsync D2D  bytes read S,  written S
 // S is the size of one array. Bandwidth counts bytes read + bytes written (BabelStream's and
-// nvbandwidth's device_local_copy convention). Kernels move 16-byte vectors. Two grid styles
-// (--memory-grid): "tiled" (default: one block per tile of 256 x 2 vectors, as many blocks as tiles,
-// like PyTorch's elementwise kernels and BabelStream) and "persistent" (SM count x occupancy blocks,
-// grid-stride, 4 vectors in flight per thread; bench/NOTES.md has both measured). Every case is verified after
+// nvbandwidth's device_local_copy convention). Kernels move 16-byte vectors. Two grid styles:
+// "tiled" (one block per tile of 256 x 2 vectors, as many blocks as tiles, like PyTorch's elementwise
+// kernels and BabelStream) and "persistent" (SM count x occupancy blocks, grid-stride, 4 vectors in
+// flight per thread). Default: persistent for read, tiled for the others, the faster of each on an
+// H200 (bench/NOTES.md); --memory-grid forces one. Every case is verified after
 // timing: the output is poisoned, one more launch runs, and every element is compared exactly on
 // the GPU (inputs are small integers stored as float, so the arithmetic is exact).
 #include <fmt/format.h>
@@ -275,7 +276,7 @@ class MemoryBenchmark final : public Benchmark {
     GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, copy_kernel, kThreads, 0));
     grid_ = std::max(1, blocks_per_sm) * std::max(1, env.device.sm_count);
     const auto& style = option_list(env.options, "memory-grid");
-    tiled_ = style.empty() || style.front() != "persistent";
+    if (!style.empty()) force_tiled_ = style.front() != "persistent";
     for (std::uint64_t requested : sizes) {
       if (env.stop_requested()) break;
       run_size(env, requested - requested % 16, records);
@@ -284,8 +285,10 @@ class MemoryBenchmark final : public Benchmark {
   }
 
  private:
-  int grid_ = 0;       // persistent grid: SM count x occupancy
-  bool tiled_ = true;  // --memory-grid tiled (default) | persistent
+  int grid_ = 0;  // persistent grid: SM count x occupancy
+  // --memory-grid tiled | persistent forces one style; by default each op uses the style that was
+  // faster on an H200 (bench/NOTES.md): persistent for read, tiled for write, copy and triad.
+  std::optional<bool> force_tiled_;
 
   void run_size(const BenchEnv& env, std::uint64_t size, std::vector<results::Record>& records) {
     const std::string size_text = bench::format_bytes(size);
@@ -351,7 +354,7 @@ class MemoryBenchmark final : public Benchmark {
       const float4* pb = b->get();
       const float4* pc = c ? c->get() : nullptr;
       unsigned long long* sum = scratch.get();
-      const bool tiled = tiled_;
+      const bool tiled = force_tiled_.value_or(name != "read");
       const int grid = tiled ? static_cast<int>((n4 + kThreads * kTile - 1) / (kThreads * kTile)) : grid_;
       if (name == "read") {
         launch = tiled ? std::function<void(cudaStream_t)>(
