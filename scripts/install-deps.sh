@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpuscout builds and tests with (skips apt when all are present).
+# chromium renders the HTML report in the `browser` test (skipped without it).
 # The CUDA toolkit is optional and not installed here: with nvcc on PATH (or /usr/local/cuda) the
 # measurement backend is built too.
 set -euo pipefail
@@ -7,6 +8,7 @@ packages=(
   build-essential cmake pkg-config git python3
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev clang-format
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do

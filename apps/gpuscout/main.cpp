@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   cli::register_models_command(app, ctx);
   cli::register_devices_command(app, ctx);
   cli::register_bench_command(app, ctx);
+  cli::register_report_command(app, ctx);
+  cli::register_compare_command(app, ctx);
   cli::register_plan_command(app, ctx);
   cli::register_tco_command(app, ctx);
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();

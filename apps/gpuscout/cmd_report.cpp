@@ -1,0 +1,66 @@
+// gpuscout report RESULT.json... -o report.html: one self-contained HTML file (inline CSS and SVG
+// charts, no script, nothing fetched) from result files. `-o -` writes the HTML to stdout.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+#include "gpuscout/report/html_report.hpp"
+#include "gpuscout/results/result_json.hpp"
+#include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/util/file.hpp"
+#include "gpuscout/version.hpp"
+
+namespace gpuscout::cli {
+namespace {
+
+struct ReportFlags {
+  std::vector<std::string> files;
+  std::string output;
+  std::string title = "gpuscout report";
+  std::vector<std::string> notes;
+};
+
+void run_report(AppContext& ctx, const ReportFlags& flags) {
+  std::vector<report::ReportInput> inputs;
+  for (const auto& file : flags.files) inputs.push_back({file, results::read_result_file(file)});
+
+  report::ReportOptions options;
+  options.title = flags.title;
+  options.generator = fmt::format("gpuscout {} ({})", kVersion, kGitCommit);
+  options.banner_notes = flags.notes;
+  try {
+    options.specs = &ctx.specs();
+  } catch (const Error& e) {
+    // Peaks recorded in the result files still show; only spec lookups are lost.
+    fmt::print(stderr, "gpuscout: warning: spec database not loaded ({}); spec peaks only from the records\n",
+               e.what());
+  }
+  const std::string html = report::render_html_report(inputs, options);
+  if (flags.output == "-") {
+    ctx.out << html;
+    return;
+  }
+  write_file_atomic(flags.output, html);
+  std::size_t records = 0;
+  for (const auto& in : inputs) records += in.result.records.size();
+  fmt::print(stderr, "gpuscout report: wrote {} ({} records from {} file{})\n", flags.output, records, inputs.size(),
+             inputs.size() == 1 ? "" : "s");
+}
+
+}  // namespace
+
+void register_report_command(CLI::App& app, AppContext& ctx) {
+  auto flags = std::make_shared<ReportFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "Write one self-contained HTML report (charts, summary, provenance) from result files");
+  cmd->add_option("files", flags->files, "Result files (JSON) written by gpuscout bench")->required();
+  cmd->add_option("-o,--output", flags->output, "HTML file to write (atomically); '-' for stdout")->required();
+  cmd->add_option("--title", flags->title, "Report title");
+  cmd->add_option("--note", flags->notes, "A note shown at the top of the report (repeatable)");
+  cmd->callback([&ctx, flags] { run_report(ctx, *flags); });
+}
+
+}  // namespace gpuscout::cli

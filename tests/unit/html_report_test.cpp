@@ -1,0 +1,160 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+
+#include "gpuscout/report/html_report.hpp"
+#include "gpuscout/results/result_json.hpp"
+
+namespace gpuscout::report {
+namespace {
+
+using results::Metric;
+using results::Outcome;
+using results::Record;
+using results::ResultSet;
+
+// Every way to break out of HTML text, an attribute value or an inline <svg>.
+const std::string kHostile = "<script>alert(1)</script>\"'&amp;</svg><img src=x onerror=alert(2)>\" onmouseover=\"x";
+
+std::size_t count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+Metric metric(const std::string& name, double value, const std::string& unit) {
+  Metric m{name,     value, unit,
+           "median", 10,    results::Spread{value * 0.9, value * 1.1, value * 0.95, value * 1.05, value, 1},
+           kHostile};
+  return m;
+}
+
+// A result with the hostile string in every string field the report can print, and records of every
+// kind so that every section and chart is drawn.
+ResultSet hostile_result() {
+  ResultSet r;
+  r.kind = kHostile;
+  auto& p = r.provenance;
+  p.tool_version = kHostile;
+  p.git_commit = kHostile;
+  p.created_utc = kHostile;
+  p.command_line = {kHostile, "--tags", kHostile};
+  p.hostname = kHostile;
+  p.os = kHostile;
+  p.cpu = kHostile;
+  p.software = {{"driver", kHostile}, {"cuda_runtime", kHostile}, {"nccl", kHostile}, {kHostile, kHostile}};
+  p.environment = {{kHostile, kHostile}};
+  p.tags = {{kHostile, kHostile}, {"model", kHostile}};
+  p.data_source = kHostile;
+  results::GpuInfo g;
+  g.name = kHostile;
+  g.spec_name = kHostile;
+  g.uuid = kHostile;
+  g.pci_bus_id = kHostile;
+  g.compute_capability = kHostile;
+  r.gpus = {g};
+
+  auto add = [&](const std::string& key, const std::string& benchmark, nlohmann::ordered_json params,
+                 std::vector<Metric> metrics, Outcome outcome = Outcome::passed) {
+    Record rec;
+    rec.key = key;
+    rec.benchmark = benchmark;
+    rec.params = std::move(params);
+    rec.metrics = std::move(metrics);
+    rec.outcome = outcome;
+    rec.reason = outcome == Outcome::passed ? "" : kHostile;
+    rec.telemetry = results::Telemetry{};
+    rec.telemetry->throttle_reasons = {kHostile};
+    rec.extra["peak"] = {{"value", 100.0}, {"source", kHostile}};
+    r.records.push_back(std::move(rec));
+  };
+  add("gemm/" + kHostile + "/m1_n1_k1", "gemm", {{"precision", kHostile}}, {metric("throughput", 500, kHostile)});
+  add("gemm/bf16/" + kHostile, "gemm", {{"precision", "bf16"}}, {metric("throughput", 700, "TFLOP/s")});
+  for (double size : {1e6, 1e9})
+    add("memory/" + kHostile + "/" + kHostile, "memory", {{"op", kHostile}, {"array_bytes", size}},
+        {metric("bandwidth", 3000, "GB/s")});
+  add("transfer/" + kHostile + "/" + kHostile, "transfer", {{"bytes", 1e6}}, {metric("bandwidth", 50, "GB/s")});
+  add("transfer/" + kHostile, "transfer", nlohmann::ordered_json::object(), {metric("latency", 1.2, kHostile)});
+  add("p2p/" + kHostile + "/0_1", "p2p", {{"src", 0}, {"dst", 1}, {"variant", kHostile}},
+      {metric("bandwidth", 390, kHostile)});
+  for (double size : {8.0, 1024.0})
+    add("nccl/" + kHostile + "/" + kHostile, kHostile, {{"bytes", size}, {"collective", kHostile}},
+        {metric("busbw", 300, kHostile), metric("algbw", 150, kHostile), metric("time", 3, kHostile)});
+  add(kHostile, kHostile, nlohmann::ordered_json::object(), {metric(kHostile, 1, kHostile)}, Outcome::failed);
+  return r;
+}
+
+TEST(HtmlReport, HostileStringsNeverSurviveUnescaped) {
+  ReportOptions options;
+  options.title = kHostile;
+  options.generator = kHostile;
+  options.banner_notes = {kHostile};
+  const std::string html = render_html_report({{kHostile, hostile_result()}}, options);
+
+  // Every section that charts these records was drawn (so the strings really went through them).
+  for (const char* id : {"chart-gemm", "chart-memory", "chart-transfer", "chart-p2p", "chart-busbw", "id=\"summary\"",
+                         "id=\"provenance\"", "id=\"definitions\""})
+    EXPECT_NE(html.find(id), std::string::npos) << id;
+
+  EXPECT_EQ(html.find(kHostile), std::string::npos);
+  const std::string l = lower(html);
+  EXPECT_EQ(l.find("<script"), std::string::npos);
+  EXPECT_EQ(l.find("<img"), std::string::npos);
+  EXPECT_EQ(l.find("onmouseover=\""), std::string::npos);
+  EXPECT_GT(count(html, "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;amp;&lt;/svg&gt;"), 20u);
+  // Inline SVGs open and close in pairs: no hostile </svg> closed one early.
+  EXPECT_EQ(count(html, "<svg "), count(html, "</svg>"));
+  EXPECT_EQ(count(html, "<svg "), 5u);
+  // Every ampersand starts an entity this report writes.
+  const std::regex bare_amp("&(?!(amp|lt|gt|quot|#39|middot);)");
+  EXPECT_FALSE(std::regex_search(html, bare_amp));
+}
+
+TEST(HtmlReport, SelfContainedWithoutNetworkReferences) {
+  const ResultSet r = results::read_result_file(std::string(GPUSCOUT_TEST_DATA_DIR) + "/results/fixture-run-a.json");
+  const std::string html = render_html_report({{"fixture-run-a.json", r}}, {});
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("Content-Security-Policy\" content=\"default-src 'none'"), std::string::npos);
+  EXPECT_NE(html.find("<style>"), std::string::npos);
+  EXPECT_NE(html.find("@media print"), std::string::npos);
+  EXPECT_NE(html.find("@media (max-width:"), std::string::npos);
+  const std::regex remote(R"((src|href)\s*=\s*["']?\s*(https?:)?//|url\(|@import)", std::regex::icase);
+  EXPECT_FALSE(std::regex_search(html, remote));
+  EXPECT_EQ(lower(html).find("<script"), std::string::npos);
+}
+
+TEST(HtmlReport, FixtureRunDrawsEverySection) {
+  const std::string dir = std::string(GPUSCOUT_TEST_DATA_DIR) + "/results/";
+  const std::string html = render_html_report({{"a.json", results::read_result_file(dir + "fixture-run-a.json")},
+                                               {"b.json", results::read_result_file(dir + "fixture-run-b.json")}},
+                                              {});
+  for (const char* id :
+       {"chart-gemm", "chart-memory", "chart-transfer", "chart-p2p-0-ce_unidir", "chart-p2p-1-ce_bidir", "chart-busbw"})
+    EXPECT_NE(html.find(id), std::string::npos) << id;
+  // Spec peaks from the records, the L2 size needs the spec database (not given here).
+  EXPECT_NE(html.find("spec dense peak"), std::string::npos);
+  EXPECT_NE(html.find("spec HBM 4800 GB/s"), std::string::npos);
+  EXPECT_NE(html.find("link peak per direction 63 GB/s"), std::string::npos);
+  EXPECT_NE(html.find("outcome-timeout"), std::string::npos);
+  EXPECT_NE(html.find("outcome-not_supported"), std::string::npos);
+  EXPECT_NE(html.find("hand-written test data, not a measurement"), std::string::npos);
+  // Deterministic.
+  EXPECT_EQ(html, render_html_report({{"a.json", results::read_result_file(dir + "fixture-run-a.json")},
+                                      {"b.json", results::read_result_file(dir + "fixture-run-b.json")}},
+                                     {}));
+}
+
+TEST(HtmlReport, EmptyResultStillRenders) {
+  const std::string html = render_html_report({{"empty.json", ResultSet{}}}, {});
+  EXPECT_NE(html.find("0 records"), std::string::npos);
+  EXPECT_EQ(html.find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuscout::report
