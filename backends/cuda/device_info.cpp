@@ -78,8 +78,12 @@ DeviceListing enumerate_devices() {
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
     (void)cudaGetLastError();
+    // With no driver installed the runtime reports an "insufficient" driver: say what is missing.
+    const bool no_driver =
+        (rc == cudaErrorInsufficientDriver || rc == cudaErrorNoDevice) && nvml == nullptr && driver_version == 0;
     listing.unavailable_reason =
-        fmt::format("no usable CUDA GPU: {} ({})", cudaGetErrorString(rc), cudaGetErrorName(rc));
+        no_driver ? fmt::format("no NVIDIA driver found (the CUDA runtime says: {})", cudaGetErrorName(rc))
+                  : fmt::format("no usable CUDA GPU: {} ({})", cudaGetErrorString(rc), cudaGetErrorName(rc));
     return listing;
   }
   if (count == 0) {
