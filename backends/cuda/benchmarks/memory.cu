@@ -80,6 +80,22 @@ __device__ inline unsigned long long word_sum(const float4& f) {
 
 // Sums the bit patterns of all words (exact, modulo 2^64) so the loads cannot be optimised away
 // and the result can be checked.
+// Adds every thread's `acc` of the block into *sum: warp shuffles, then one atomic per block, not
+// per warp (thousands of atomics on one address would cost microseconds).
+__device__ __forceinline__ void add_block_sum(unsigned long long acc, unsigned long long* sum) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+  __shared__ unsigned long long warp_sums[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long block_sum = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) block_sum += warp_sums[w];
+    atomicAdd(sum, block_sum);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads)
     read_kernel(const float4* __restrict__ in, std::size_t n, unsigned long long* sum) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
@@ -93,18 +109,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) acc += word_sum(v[u]);
   }
   for (; i < n; i += stride) acc += word_sum(in[i]);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
-  // One atomic per block, not per warp: thousands of atomics on one address would cost microseconds.
-  __shared__ unsigned long long warp_sums[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long block_sum = 0;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) block_sum += warp_sums[w];
-    atomicAdd(sum, block_sum);
-  }
+  add_block_sum(acc, sum);
 }
 
 __global__ void __launch_bounds__(kThreads) write_kernel(float4* __restrict__ out, std::size_t n) {
@@ -169,17 +174,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 #pragma unroll
   for (int u = 0; u < kTile; ++u) acc += word_sum(v[u]);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
-  __shared__ unsigned long long warp_sums[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long block_sum = 0;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) block_sum += warp_sums[w];
-    atomicAdd(sum, block_sum);
-  }
+  add_block_sum(acc, sum);
 }
 
 __global__ void __launch_bounds__(kThreads) write_tiled(float4* __restrict__ out, std::size_t n) {
