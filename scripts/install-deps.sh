@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git python3
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libtomlplusplus-dev
-  libgtest-dev libgmock-dev clang-format
+  libgtest-dev libgmock-dev clang-format libsqlite3-dev
   chromium
 )
 missing=()
