@@ -348,7 +348,7 @@ struct CompareOptions {
 // Spec-sheet bounds of one model on each compared GPU (src/model/spec_sheet_fit.cpp).
 Table model_fit_table(AppContext& ctx, const std::vector<const GpuSpec*>& gpus, const CompareOptions& options) {
   const workloads::ModelInfo& model = ctx.models().get(options.model);
-  const model::WeightFormat weights = model::parse_weight_format(options.weights, "--weights");
+  const model::Quantization weights = model::parse_quantization(options.weights, "--weights");
   const model::FitAssumptions assumptions;
   Table table;
   table.key = "model_fit";
@@ -366,7 +366,7 @@ Table model_fit_table(AppContext& ctx, const std::vector<const GpuSpec*>& gpus, 
     table.add_row(std::move(row));
   };
   auto optional_cell = [](std::optional<double> v) -> Cell { return v ? Cell(*v) : Cell(); };
-  add("weights_gb", "GB", [](const model::SpecSheetFit& f) -> Cell { return f.weight_gb; });
+  add("weights_gib", "GiB", [](const model::SpecSheetFit& f) -> Cell { return f.weight_gib; });
   add("gpus_needed", "GPUs",
       [](const model::SpecSheetFit& f) -> Cell { return f.gpus_needed ? Cell(std::int64_t{*f.gpus_needed}) : Cell(); });
   add("kv_cache_room_tokens", "tokens", [](const model::SpecSheetFit& f) {
@@ -387,9 +387,9 @@ Table model_fit_table(AppContext& ctx, const std::vector<const GpuSpec*>& gpus, 
   }
   table.notes = model::describe(assumptions);
   table.notes.push_back("cloud_usd_per_hr: GPUs needed x the reference on-demand price (gpuscout gpus show NAME)");
-  table.notes.push_back(fmt::format("{}: {:.2f}B parameters, KV cache {:.0f} KiB per token (BF16)", model.name,
-                                    static_cast<double>(model.params().total) / 1e9,
-                                    fits.front().kv_bytes_per_token / 1024));
+  table.notes.push_back(fmt::format("{}: {:.2f}B parameters, KV cache {:.0f} KiB per token (BF16, all GPUs)",
+                                    model.name, static_cast<double>(model.params().total) / 1e9,
+                                    workloads::kv_cache_bytes_per_token(model.arch, 2.0) / 1024));
   for (const auto& fit : fits) {
     for (const auto& note : fit.notes) table.notes.push_back(note);
   }
@@ -493,7 +493,9 @@ void register_gpus_command(CLI::App& app, AppContext& ctx) {
   compare->add_option("--model", compare_options->model,
                       "Add a table of spec-sheet bounds for this model on each GPU (memory fit, KV room, decode and "
                       "prefill rooflines)");
-  compare->add_option("--weights", compare_options->weights, "Weight format for --model: bf16, fp16, fp8 or int8")
+  compare
+      ->add_option("--weights", compare_options->weights,
+                   "Weight format for --model: bf16, fp16, fp32, fp8, int8 or int4")
       ->capture_default_str();
   compare->callback([&ctx, compare_options] { run_compare(ctx, *compare_options); });
 

@@ -1,46 +1,37 @@
 #pragma once
-// First-order "does this model fit, and how fast could it be at best" figures for a model on a GPU,
-// from the spec sheet alone: weight bytes against memory, KV cache room, and the two rooflines of
-// serving (batch-1 decode streams every weight once per token; prefill is bound by dense peak).
-// These are upper bounds with no efficiency applied, and say so; the calibrated models come later.
+// First-order "does this model fit, and how fast could it be at best" figures for serving a model on
+// a GPU, from the spec sheet: the memory model (model/memory.hpp) picks the smallest tensor-parallel
+// degree that holds the weights plus one long request, and the two serving rooflines bound the speed
+// (batch-1 decode streams every weight of a GPU once per token; prefill is bound by the dense peak).
+// The bounds apply no efficiency and say so; `gpuscout plan` gives the full memory breakdown.
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gpuscout/model/memory.hpp"
 #include "gpuscout/specs/gpu_spec.hpp"
 #include "gpuscout/workloads/model_catalog.hpp"
 
 namespace gpuscout::model {
 
-struct WeightFormat {
-  std::string name;            // "bf16", "fp16", "fp8", "int8"
-  double bytes_per_param = 2;  // storage per weight
-  specs::Precision compute;    // the tensor-core precision the GEMMs run in
-};
-// Parses bf16, fp16, fp8, int8; throws UsageError naming `flag` otherwise.
-WeightFormat parse_weight_format(const std::string& text, const std::string& flag);
-
 struct FitAssumptions {
-  // Labelled assumptions, printed with the result.
-  double usable_memory_fraction = 0.90;  // vLLM's default gpu_memory_utilization
-  double runtime_reserve_gb = 1.0;       // CUDA context and workspaces per GPU
-  int max_gpus = 8;                      // one 8-GPU node: tensor parallel stays inside NVLink
-  double min_kv_tokens = 8192;           // KV room for at least one 8k-token request, or it does not "fit"
+  int max_gpus = 8;             // one 8-GPU node: tensor parallelism stays inside NVLink
+  std::int64_t context = 8192;  // KV room for one request of this many tokens, or it does not "fit"
+  RuntimeReserve runtime;       // memory fraction, CUDA context, NCCL buffers (labelled assumptions)
 };
 
 struct SpecSheetFit {
-  double weight_gb = 0;  // all weights at the chosen format, 1e9 bytes
-  // Smallest tensor-parallel degree (1, 2, 4, 8 up to max_gpus, dividing the attention heads) whose
-  // usable memory holds the weights and min_kv_tokens of KV cache; nullopt when none does.
+  double weight_gib = 0;  // all weights at the chosen format (one copy, unsplit)
+  // Smallest tensor-parallel degree (1, 2, 4, 8 up to max_gpus) that the model's heads allow and whose
+  // usable memory holds its share of the weights plus one `context`-token request; nullopt when none.
   std::optional<int> gpus_needed;
-  double kv_bytes_per_token = 0;                     // whole model, all layers, BF16 cache
-  std::optional<double> kv_tokens_capacity;          // KV cache room at gpus_needed, tokens
-  std::optional<double> decode_tokens_per_s_bound;   // batch 1: gpus × bandwidth / weight bytes
-  std::optional<double> prefill_tokens_per_s_bound;  // gpus × dense peak / (2 × active params)
+  std::optional<double> kv_tokens_capacity;          // KV cache room per replica at gpus_needed, tokens
+  std::optional<double> decode_tokens_per_s_bound;   // batch 1: bandwidth / weight bytes per GPU
+  std::optional<double> prefill_tokens_per_s_bound;  // gpus x dense peak / (2 x active params)
   std::vector<std::string> notes;                    // why a figure is missing
 };
 
-SpecSheetFit spec_sheet_fit(const specs::GpuSpec& gpu, const workloads::ModelInfo& model, const WeightFormat& weights,
+SpecSheetFit spec_sheet_fit(const specs::GpuSpec& gpu, const workloads::ModelInfo& model, const Quantization& weights,
                             const FitAssumptions& assumptions = {});
 
 // The assumptions as printable lines, for the notes under a table.
