@@ -66,5 +66,7 @@ void register_report_command(CLI::App& app, AppContext& ctx);
 void register_compare_command(CLI::App& app, AppContext& ctx);
 void register_plan_command(CLI::App& app, AppContext& ctx);
 void register_tco_command(CLI::App& app, AppContext& ctx);
+void register_predict_command(CLI::App& app, AppContext& ctx);
+void register_validate_command(CLI::App& app, AppContext& ctx);
 
 }  // namespace gpuscout::cli

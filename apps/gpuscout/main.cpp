@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   cli::register_compare_command(app, ctx);
   cli::register_plan_command(app, ctx);
   cli::register_tco_command(app, ctx);
+  cli::register_predict_command(app, ctx);
+  cli::register_validate_command(app, ctx);
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
   app.parse_complete_callback([&] {

@@ -1,0 +1,376 @@
+// gpuscout predict infer|train: the per-operator speed model (include/gpuscout/model/speed.hpp) for one
+// model, GPU type, count and layout. Every figure is printed with its unit, the calibration it rests on
+// and an error band. This file parses flags, checks them and prints; the model computes.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+#include "gpuscout/model/calibration.hpp"
+#include "gpuscout/model/memory.hpp"
+#include "gpuscout/model/speed.hpp"
+#include "gpuscout/results/result_json.hpp"
+#include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/workloads/model_catalog.hpp"
+
+namespace gpuscout::cli {
+namespace {
+
+using report::Align;
+using report::Cell;
+using report::Table;
+
+struct CommonOptions {
+  std::string model, gpu, precision = "bf16", framework;
+  std::int64_t gpus = 0;
+  std::optional<std::int64_t> tp, pp, dp;
+  std::vector<std::string> calibration;
+};
+
+struct InferOptions : CommonOptions {
+  std::int64_t isl = 0, osl = 0;
+  std::optional<std::int64_t> batch;
+  std::string mode;
+  double ttft_ms = 0, tpot_ms = 0;
+  std::string kv_precision = "bf16";
+};
+
+struct TrainOptions : CommonOptions {
+  std::int64_t global_batch = 0, seq = 0, micro_batch = 1, interleave = 1;
+  std::string recompute = "selective";
+  int zero = 0;
+  bool distributed_optimizer = false;
+  double train_tokens = 0;
+};
+
+void positive(std::int64_t value, const char* flag) {
+  if (value < 1) throw UsageError(fmt::format("{}: must be at least 1, got {}", flag, value));
+}
+
+// The calibration for the target GPU: --calibration result files, else the embedded tables.
+model::Calibration resolve_calibration(AppContext& ctx, const specs::GpuSpec& target,
+                                       const std::vector<std::string>& files) {
+  std::vector<model::Calibration> measured;
+  if (!files.empty()) {
+    std::vector<results::ResultSet> sets;
+    for (const auto& f : files) sets.push_back(results::read_result_file(f));
+    std::string spec_name;
+    for (const auto& set : sets) {
+      for (const auto& g : set.gpus) {
+        if (!g.spec_name.empty() && spec_name.empty()) spec_name = g.spec_name;
+      }
+    }
+    const auto& measured_spec = spec_name.empty() ? target : ctx.specs().get(spec_name);
+    auto cal = model::calibration_from_results(sets, measured_spec);
+    cal.files = files;
+    cal.source = fmt::format("measured: --calibration {} ({})", fmt::join(files, " "), measured_spec.name);
+    measured.push_back(std::move(cal));
+  } else {
+    measured = model::load_calibrations(ctx.data());
+  }
+  return model::calibration_for(target, measured);
+}
+
+Table calibration_table(const model::SpeedContext& sc) {
+  Table t;
+  t.key = "calibration";
+  t.title = "Calibration and framework profile";
+  t.add_column("item", "Item");
+  t.add_column("value", "Value");
+  const auto& cal = sc.calibration;
+  t.add_row({std::string("tier"), cal.tier});
+  t.add_row({std::string("source"), cal.source});
+  t.add_row({std::string("error_band_pct"), fmt::format("{:.0f}", cal.error_band() * 100)});
+  t.add_row({std::string("gemm_efficiency_bf16_m4096"),
+             fmt::format("{:.3f}", cal.gemm_efficiency(specs::Precision::bf16, 4096))});
+  t.add_row({std::string("memory_efficiency"), fmt::format("{:.3f}", cal.memory_efficiency(1e9))});
+  t.add_row({std::string("framework"), sc.framework.name});
+  t.add_row({std::string("framework_source"), sc.framework.source});
+  for (const auto& n : cal.notes) t.notes.push_back(n);
+  return t;
+}
+
+Table ops_table(const model::StepTime& step, const std::string& key, const std::string& title) {
+  Table t;
+  t.key = key;
+  t.title = title;
+  t.add_column("op", "Operator");
+  t.add_column("time_ms", "Time", "ms", 4, Align::right);
+  t.add_column("share_pct", "Share", "%", 1, Align::right);
+  t.add_column("gflop", "FLOP", "GFLOP", 2, Align::right);
+  t.add_column("gbytes", "Bytes", "GB", 3, Align::right);
+  t.add_column("bound", "Bound");
+  for (const auto& op : step.ops) {
+    t.add_row({op.key, op.seconds * 1e3, 100 * op.seconds / step.seconds, op.flops / 1e9, op.bytes / 1e9, op.bound});
+  }
+  return t;
+}
+
+Table figures_table(const std::string& title) {
+  Table t;
+  t.key = "prediction";
+  t.title = title;
+  t.add_column("figure", "Figure");
+  t.add_column("value", "Value", "", 4, Align::right);
+  t.add_column("unit", "Unit");
+  t.add_column("low", "Low", "", 4, Align::right);
+  t.add_column("high", "High", "", 4, Align::right);
+  t.add_column("what", "What");
+  return t;
+}
+
+void add_figure(Table& t, const std::string& name, double value, const std::string& unit, double band,
+                const std::string& what) {
+  const double v = std::round(value * 1e4) / 1e4;
+  if (band > 0) {
+    t.add_row(
+        {name, v, unit, std::round(value * (1 - band) * 1e4) / 1e4, std::round(value * (1 + band) * 1e4) / 1e4, what});
+  } else {
+    t.add_row({name, v, unit, Cell{}, Cell{}, what});
+  }
+}
+
+model::SpeedContext speed_context(AppContext& ctx, const CommonOptions& o, const std::string& default_framework) {
+  model::SpeedContext sc;
+  sc.gpu = &ctx.specs().get(o.gpu);
+  sc.calibration = resolve_calibration(ctx, *sc.gpu, o.calibration);
+  static std::vector<model::FrameworkProfile> frameworks;
+  frameworks = model::load_frameworks(ctx.data());
+  sc.framework =
+      model::find_framework(frameworks, o.framework.empty() ? default_framework : o.framework, "--framework");
+  return sc;
+}
+
+model::Parallelism layout(const CommonOptions& o, const workloads::ModelArch& arch, bool train) {
+  positive(o.gpus, "--gpus");
+  for (auto [value, flag] : {std::pair{o.tp, "--tp"}, std::pair{o.pp, "--pp"}, std::pair{o.dp, "--dp"}}) {
+    if (value) positive(*value, flag);
+  }
+  model::Parallelism par;
+  par.tp = o.tp.value_or(train ? 1 : o.gpus);
+  par.pp = o.pp.value_or(1);
+  if (o.gpus % (par.tp * par.pp) != 0) {
+    throw UsageError(fmt::format("--gpus: {} GPUs do not split into TP {} x PP {}", o.gpus, par.tp, par.pp));
+  }
+  par.dp = o.dp.value_or(o.gpus / (par.tp * par.pp));
+  if (par.gpus() != o.gpus) {
+    throw UsageError(
+        fmt::format("--gpus: {} GPUs != TP {} x PP {} x DP {} = {}", o.gpus, par.tp, par.pp, par.dp, par.gpus()));
+  }
+  model::check_parallelism(arch, par);
+  return par;
+}
+
+void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mode_given) {
+  positive(o.isl, "--isl");
+  positive(o.osl, "--osl");
+  if (batch_given && mode_given) throw UsageError("--batch: give either --batch or --mode, not both");
+  if (o.batch) positive(*o.batch, "--batch");
+  if (mode_given && o.mode != "offline" && o.mode != "server") {
+    throw UsageError(fmt::format("--mode: '{}' is not offline or server", o.mode));
+  }
+  if (o.ttft_ms < 0) throw UsageError(fmt::format("--ttft-ms: must be >= 0, got {}", o.ttft_ms));
+  if (o.tpot_ms < 0) throw UsageError(fmt::format("--tpot-ms: must be >= 0, got {}", o.tpot_ms));
+  if (o.mode == "server" && o.ttft_ms <= 0 && o.tpot_ms <= 0) {
+    throw UsageError("--mode: server needs a latency bound: --ttft-ms and/or --tpot-ms");
+  }
+  if (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp8" && o.precision != "int8" &&
+      o.precision != "int4") {
+    throw UsageError(fmt::format("--precision: '{}' is not bf16, fp16, fp8, int8 or int4", o.precision));
+  }
+  const auto& info = ctx.models().get(o.model);
+  if (info.arch.kind != workloads::ModelKind::decoder) {
+    throw UsageError(fmt::format("--model: {} is an encoder; predict infer models decoders", info.name));
+  }
+  model::InferenceSetup setup;
+  setup.arch = info.arch;
+  setup.par = layout(o, info.arch, false);
+  setup.weights = model::parse_quantization(o.precision, "--precision");
+  setup.kv_bytes_per_element = o.kv_precision == "fp8" ? 1 : 2;
+  auto sc = speed_context(ctx, o, "tensorrt-llm");
+  // Memory: max batch from KV capacity at ISL + OSL tokens per sequence (memory.hpp).
+  model::InferenceConfig mem_cfg;
+  mem_cfg.weights = setup.weights;
+  mem_cfg.kv_bytes_per_element = setup.kv_bytes_per_element;
+  mem_cfg.context = o.isl + o.osl;
+  mem_cfg.batch = o.batch.value_or(1);
+  mem_cfg.runtime.memory_fraction = sc.framework.memory_fraction;
+  model::Parallelism replica = setup.par;
+  replica.dp = 1;
+  const auto mem = model::inference_memory(setup.arch, replica, mem_cfg, model::gpu_capacity_bytes(*sc.gpu));
+  if (mem.max_batch_at_context < 1) {
+    throw UsageError(fmt::format(
+        "--gpus: {} at TP {} x PP {} on {} leaves no room for one sequence of {} tokens (weights and reserve need "
+        "{:.1f} GiB of {:.1f} GiB usable); use more GPUs or a smaller --precision",
+        info.name, setup.par.tp, setup.par.pp, sc.gpu->name, o.isl + o.osl,
+        (mem.breakdown.total_bytes - mem.breakdown.bytes_of("kv_cache")) / model::kGiB,
+        mem.breakdown.usable_bytes / model::kGiB));
+  }
+  const double band = sc.calibration.error_band();
+  const double replicas = static_cast<double>(setup.par.dp);
+  const double gpus = static_cast<double>(setup.par.gpus());
+  std::vector<Table> tables;
+  auto t = figures_table(fmt::format("{} on {} x {} (TP {} x PP {} x DP {}), {}, ISL {} / OSL {}", info.name,
+                                     setup.par.gpus(), sc.gpu->name, setup.par.tp, setup.par.pp, setup.par.dp,
+                                     o.precision, o.isl, o.osl));
+  add_figure(t, "max_batch_kv", static_cast<double>(mem.max_batch_at_context), "sequences", 0,
+             "sequences of ISL+OSL tokens whose KV cache fits one replica (memory model)");
+  add_figure(t, "kv_capacity", mem.kv_tokens_capacity, "tokens", 0, "KV-cache room per replica");
+  if (!mode_given) {
+    const double b = static_cast<double>(o.batch.value_or(1));
+    if (o.batch && *o.batch > mem.max_batch_at_context) {
+      throw UsageError(fmt::format("--batch: {} sequences of {} tokens do not fit; the KV cache holds at most {}",
+                                   *o.batch, o.isl + o.osl, mem.max_batch_at_context));
+    }
+    const auto r = model::static_batch(sc, setup, b, static_cast<double>(o.isl), static_cast<double>(o.osl));
+    add_figure(t, "batch", b, "sequences", 0, "static batch per replica");
+    add_figure(t, "ttft", r.ttft_s * 1e3, "ms", band, "prefill of the whole batch (first token)");
+    add_figure(t, "tpot", r.tpot_s * 1e3, "ms", band, "mean decode step after the first token");
+    add_figure(t, "request_latency", r.total_s * 1e3, "ms", band, "TTFT + (OSL-1) x TPOT");
+    add_figure(t, "output_throughput", r.output_tokens_per_s * replicas, "tokens/s", band,
+               "batch x OSL / request latency, all replicas");
+    add_figure(t, "output_throughput_per_gpu", r.output_tokens_per_s * replicas / gpus, "tokens/s/GPU", band,
+               "output throughput / GPUs");
+    add_figure(t, "total_throughput", r.total_tokens_per_s * replicas, "tokens/s", band,
+               "(ISL + OSL) x batch / request latency, all replicas");
+    tables.push_back(t);
+    tables.push_back(calibration_table(sc));
+    tables.push_back(ops_table(r.prefill, "prefill_ops", "Prefill (TTFT) by operator, one GPU"));
+    tables.push_back(ops_table(r.decode_mid, "decode_ops", "Decode step at the mean context, by operator, one GPU"));
+  } else {
+    const auto p = model::best_batch_under_bounds(sc, setup, static_cast<double>(o.isl), static_cast<double>(o.osl),
+                                                  mem.max_batch_at_context, o.mode == "server" ? o.ttft_ms / 1e3 : 0,
+                                                  o.mode == "server" ? o.tpot_ms / 1e3 : 0);
+    if (p.batch < 1) {
+      throw UsageError(
+          fmt::format("--ttft-ms/--tpot-ms: even batch 1 misses the bound (TTFT {:.1f} ms, TPOT {:.2f} "
+                      "ms)",
+                      p.ttft_s * 1e3, p.tpot_s * 1e3));
+    }
+    add_figure(t, "batch", p.batch, "sequences", 0,
+               o.mode == "offline" ? "KV-capacity batch (continuous batching)" : "largest batch within the bounds");
+    add_figure(t, "ttft", p.ttft_s * 1e3, "ms", band, "prefill of one request + one step (steady state)");
+    add_figure(t, "tpot", p.tpot_s * 1e3, "ms", band, "engine step: decode of the batch + its share of prefill");
+    add_figure(t, "output_throughput", p.output_tokens_per_s * replicas, "tokens/s", band,
+               "batch / step, all replicas");
+    add_figure(t, "output_throughput_per_gpu", p.output_tokens_per_s * replicas / gpus, "tokens/s/GPU", band,
+               "output throughput / GPUs");
+    tables.push_back(t);
+    tables.push_back(calibration_table(sc));
+  }
+  tables[0].notes.push_back(
+      "TTFT includes the first token; TPOT excludes it (mean over the later tokens). Low/high: "
+      "the calibration's error band.");
+  ctx.out << report::render(tables, ctx.format());
+}
+
+void run_train(AppContext& ctx, const TrainOptions& o) {
+  positive(o.global_batch, "--global-batch");
+  positive(o.seq, "--seq");
+  positive(o.micro_batch, "--micro-batch");
+  positive(o.interleave, "--interleave");
+  if (o.precision != "bf16" && o.precision != "fp8") {
+    throw UsageError(fmt::format("--precision: '{}' is not a training precision; expected bf16 or fp8", o.precision));
+  }
+  if (o.zero < 0 || o.zero > 3) throw UsageError(fmt::format("--zero: stage must be 0-3, got {}", o.zero));
+  if (o.train_tokens < 0) throw UsageError(fmt::format("--train-tokens: must be >= 0, got {}", o.train_tokens));
+  const auto& info = ctx.models().get(o.model);
+  model::TrainingSetup setup;
+  setup.arch = info.arch;
+  setup.par = layout(o, info.arch, true);
+  setup.global_batch = o.global_batch;
+  setup.config.precision = o.precision;
+  setup.config.seq = o.seq;
+  setup.config.micro_batch = o.micro_batch;
+  setup.config.recompute = model::parse_recompute(o.recompute, "--recompute");
+  setup.config.zero_stage = o.zero;
+  setup.config.distributed_optimizer = o.distributed_optimizer;
+  if (o.interleave > 1) {
+    setup.config.schedule = model::PipelineSchedule::interleaved;
+    setup.config.virtual_stages = o.interleave;
+  }
+  auto sc = speed_context(ctx, o, "megatron");
+  const auto mem = model::training_memory(setup.arch, setup.par, setup.config, model::gpu_capacity_bytes(*sc.gpu));
+  const auto r = model::training_step(sc, setup);
+  const double band = sc.calibration.error_band();
+  auto t = figures_table(fmt::format("Train {} on {} x {} (TP {} x PP {} x DP {}), {}, GBS {} x seq {}", info.name,
+                                     setup.par.gpus(), sc.gpu->name, setup.par.tp, setup.par.pp, setup.par.dp,
+                                     o.precision, o.global_batch, o.seq));
+  add_figure(t, "memory_per_gpu", mem.breakdown.total_bytes / model::kGiB, "GiB", 0,
+             mem.breakdown.fits() ? "fits (memory model)" : "DOES NOT FIT (memory model)");
+  add_figure(t, "step_time", r.step_s, "s", band, "one optimizer step");
+  add_figure(t, "tokens_per_s", r.tokens_per_s, "tokens/s", band, "GBS x seq / step time");
+  add_figure(t, "mfu", r.mfu * 100, "%", band, "model FLOPs / (GPUs x " + r.peak_label + " x step)");
+  add_figure(t, "hfu", r.hfu * 100, "%", band, "with recomputed FLOPs");
+  add_figure(t, "micro_batches", r.micro_batches, "micro-batches", 0, "per pipeline per step");
+  add_figure(t, "forward_per_micro_batch", r.forward_s * 1e3, "ms", band, "one stage");
+  add_figure(t, "backward_per_micro_batch", r.backward_s * 1e3, "ms", band, "one stage, recompute included");
+  add_figure(t, "recompute_per_micro_batch", r.recompute_s * 1e3, "ms", band, o.recompute);
+  add_figure(t, "tp_comm_per_micro_batch", r.tp_comm_s * 1e3, "ms", band, "exposed TP all-reduces, fwd + bwd");
+  add_figure(t, "pipeline_bubble", r.bubble_s * 1e3, "ms", band,
+             fmt::format("bubble fraction {:.3f} = (p-1)/(v·m)", r.bubble_fraction));
+  add_figure(t, "pp_comm", r.pp_comm_s * 1e3, "ms", band, "p2p activations and gradients");
+  add_figure(t, "dp_allreduce", r.dp_comm_s * 1e3, "ms", band, "gradient reduction");
+  add_figure(t, "dp_exposed", r.dp_exposed_s * 1e3, "ms", band, "not hidden behind backward");
+  add_figure(t, "optimizer", r.optimizer_s * 1e3, "ms", band, "Adam update, memory-bound");
+  if (o.train_tokens > 0) {
+    add_figure(t, "time_to_train", o.train_tokens / r.tokens_per_s / 86400, "days", band,
+               fmt::format("{:.3g} tokens", o.train_tokens));
+  }
+  t.notes.push_back("MFU counts 6·N·tokens + causal attention FLOPs (no recompute); " + r.peak_label + ".");
+  ctx.out << report::render(
+      {t, calibration_table(sc), ops_table(r.forward, "forward_ops", "Forward of one micro-batch, one stage")},
+      ctx.format());
+}
+
+void add_common(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("--model", o.model, "Model name or alias (gpuscout models list)")->required();
+  cmd->add_option("--gpu", o.gpu, "GPU type (gpuscout gpus list)")->required();
+  cmd->add_option("--gpus", o.gpus, "GPU count")->required();
+  cmd->add_option("--tp", o.tp, "Tensor-parallel degree");
+  cmd->add_option("--pp", o.pp, "Pipeline-parallel degree");
+  cmd->add_option("--dp", o.dp, "Data-parallel degree (default: GPUs / (TP x PP))");
+  cmd->add_option("--framework", o.framework, "Framework profile (data/frameworks.toml)");
+  cmd->add_option("--calibration", o.calibration, "Result JSON files to calibrate from (default: embedded H200 table)");
+}
+
+}  // namespace
+
+void register_predict_command(CLI::App& app, AppContext& ctx) {
+  CLI::App* predict = app.add_subcommand("predict", "Speed model: inference latency/throughput or training step time");
+  predict->require_subcommand(1);
+  auto io = std::make_shared<InferOptions>();
+  CLI::App* infer = predict->add_subcommand("infer", "Inference: TTFT, TPOT, throughput, max batch");
+  add_common(infer, *io);
+  infer->add_option("--precision", io->precision, "bf16, fp16, fp8, int8 (W8A8) or int4 (W4A16)");
+  infer->add_option("--isl", io->isl, "Input tokens per request")->required();
+  infer->add_option("--osl", io->osl, "Output tokens per request")->required();
+  infer->add_option("--batch", io->batch, "Static batch (default 1)");
+  infer->add_option("--mode", io->mode, "offline (KV-capacity batch) or server (largest batch within the bounds)");
+  infer->add_option("--ttft-ms", io->ttft_ms, "server: TTFT bound in ms");
+  infer->add_option("--tpot-ms", io->tpot_ms, "server: TPOT bound in ms");
+  infer->add_option("--kv-precision", io->kv_precision, "KV cache bf16 or fp8");
+  infer->fallthrough();
+  infer->callback([&ctx, io, infer] { run_infer(ctx, *io, infer->count("--batch") > 0, infer->count("--mode") > 0); });
+  auto to = std::make_shared<TrainOptions>();
+  CLI::App* train = predict->add_subcommand("train", "Training: step time, tokens/s, MFU, communication, bubble");
+  add_common(train, *to);
+  train->add_option("--precision", to->precision, "bf16 or fp8");
+  train->add_option("--global-batch", to->global_batch, "Sequences per optimizer step")->required();
+  train->add_option("--seq", to->seq, "Sequence length")->required();
+  train->add_option("--micro-batch", to->micro_batch, "Micro-batch size (default 1)");
+  train->add_option("--interleave", to->interleave, "Virtual pipeline stages (interleaved 1F1B)");
+  train->add_option("--recompute", to->recompute, "none, selective or full");
+  train->add_option("--zero", to->zero, "ZeRO stage 0-3");
+  train->add_flag("--distributed-optimizer", to->distributed_optimizer, "Megatron distributed optimizer");
+  train->add_option("--train-tokens", to->train_tokens, "Tokens to train, for the time to train");
+  train->fallthrough();
+  train->callback([&ctx, to] { run_train(ctx, *to); });
+}
+
+}  // namespace gpuscout::cli

@@ -1,0 +1,88 @@
+#pragma once
+// Efficiency curves that turn spec-sheet peaks into achievable rates: GEMM compute efficiency by
+// precision and m (tokens), GEMM weight-streaming efficiency (memory-bound GEMMs), memory-bandwidth
+// efficiency by size, host transfers, and the collective α-β model (latency and bus bandwidth).
+// Three tiers, always named in a prediction: "measured" (result files of this GPU type), "transferred"
+// (measured on another GPU of the same architecture family: efficiency shared, peaks from the spec),
+// "public" (documented public anchors, docs/modeling.md "Calibration"). Pure data and arithmetic.
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpuscout/data/data_source.hpp"
+#include "gpuscout/results/result.hpp"
+#include "gpuscout/specs/gpu_spec.hpp"
+
+namespace gpuscout::model {
+
+// (x, efficiency) points, x ascending; interpolated in log2(x), clamped at the ends.
+using Curve = std::vector<std::pair<double, double>>;
+double interpolate_log2(const Curve& curve, double x);
+
+struct GemmCurve {
+  Curve compute;                        // (m, measured FLOP/s / dense peak) over compute-bound shapes
+  std::optional<double> weight_stream;  // bytes / time / spec bandwidth over memory-bound shapes
+};
+
+// Collective all-reduce over the scale-up fabric: t = α + 2(n-1)/n · S / busbw (nccl-tests busbw).
+struct CollectiveModel {
+  double alpha_us = 0;
+  double busbw_gbs = 0;
+  std::string source;
+};
+
+struct Calibration {
+  std::string tier;          // "measured", "transferred" or "public"
+  std::string measured_gpu;  // GPU the efficiencies come from (empty for public)
+  std::string architecture;  // its architecture family
+  std::string source;        // where the numbers come from, for every prediction
+  std::vector<std::string> files;
+  std::map<std::string, GemmCurve> gemm;  // by precision name ("bf16", "fp8", ...)
+  Curve memory;                           // (array bytes, GB/s / spec bandwidth)
+  std::optional<double> h2d_gbs, d2h_gbs;
+  std::optional<CollectiveModel> allreduce;  // measured; else collective_model() uses the public figures
+  std::vector<std::string> notes;            // what was assumed or transferred
+
+  // Compute efficiency of a GEMM with m rows (tokens) at `precision`. A precision measured only at large
+  // m takes the shape of the bf16 curve scaled to its own large-m value; one never measured takes bf16's.
+  double gemm_efficiency(specs::Precision precision, double m) const;
+  // Bandwidth efficiency of a memory-bound GEMM (weights streamed once).
+  double weight_stream_efficiency(specs::Precision precision) const;
+  // Memory-bandwidth efficiency for `bytes` moved (HBM-sized arrays; small sizes clamp to the first point).
+  double memory_efficiency(double bytes) const;
+  // Relative error band (fraction) of a figure computed with this calibration: ±10% measured, ±20%
+  // transferred, ±30% public (the validation MAPE targets and the spread of public anchors).
+  double error_band() const;
+};
+
+// Reads data/calibration/*.toml (scripts/make-calibration.py writes them). Throws DataError.
+Calibration parse_calibration(const data::DataFile& file);
+
+// Every data/calibration/*.toml of `source` (the embedded H200 table by default).
+std::vector<Calibration> load_calibrations(const data::DataSource& source);
+
+// Builds a calibration from result files (gpuscout bench JSON) of one GPU type, with `spec` giving the
+// peaks and bandwidth the efficiencies are relative to. `exclude_key` leaves one record out (validation).
+// Records of other GPUs (gpus[].spec_name) are ignored. Throws UsageError when nothing usable is found.
+Calibration calibration_from_results(const std::vector<results::ResultSet>& sets, const specs::GpuSpec& spec,
+                                     const std::string& exclude_key = "");
+
+// Documented public anchors (docs/modeling.md): A100 GEMM 0.33 @ m=64 -> 0.92 @ m=8192 (LLMCompass,
+// cuBLAS FP16), HBM 0.8 (aiconfigurator default), weight streaming 0.8. Labelled "public".
+Calibration public_calibration(const specs::GpuSpec& target);
+
+// The calibration for `target`: a measured one of the same GPU, else one of the same architecture
+// family (tier "transferred"), else public_calibration(). `measured` lists the candidates in order.
+Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Calibration>& measured);
+
+// All-reduce α and busbw over `gpus` GPUs of `target`: measured when the calibration has it, else from
+// the spec's NVLink bandwidth × a documented efficiency (NVLink4+: 0.82 of the unidirectional bandwidth,
+// C01: 365-374 GB/s on 8xH100; NVLink3: 0.58, C02: 174 GB/s on 8xA100), PCIe: 20/45 GB/s (Gen4/5),
+// and across nodes (gpus > 8) an InfiniBand figure per GPU (NDR 400: 40 GB/s; HDR 200: 20 GB/s).
+CollectiveModel collective_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus);
+// Time of one all-reduce of `bytes` over `gpus` ranks, in seconds (0 for one GPU).
+double allreduce_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus);
+
+}  // namespace gpuscout::model

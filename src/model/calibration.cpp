@@ -1,0 +1,310 @@
+// Calibration tables: parsing, building from result files, transfer by architecture, public fallbacks.
+// Definitions: docs/modeling.md "Calibration".
+#include "gpuscout/model/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "gpuscout/data/toml_reader.hpp"
+#include "gpuscout/util/error.hpp"
+
+namespace gpuscout::model {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double element_bytes(const std::string& precision) {
+  if (precision == "fp64" || precision == "fp32" || precision == "tf32") return precision == "fp64" ? 8 : 4;
+  if (precision == "fp16" || precision == "bf16") return 2;
+  if (precision == "fp8" || precision == "int8") return 1;
+  return 0;
+}
+
+Curve parse_curve(const data::TomlEntry& entry, const toml::table& table, std::string_view key) {
+  Curve out;
+  const auto* array = table.get_as<toml::array>(key);
+  if (!array) entry.fail(key, "expected an array of [x, efficiency] pairs");
+  for (const auto& node : *array) {
+    const auto* pair = node.as_array();
+    if (!pair || pair->size() != 2) entry.fail(key, "expected [x, efficiency] pairs");
+    const auto x = (*pair)[0].value<double>();
+    const auto e = (*pair)[1].value<double>();
+    if (!x || !e || *x <= 0 || *e <= 0 || *e > 1.2) entry.fail(key, "x must be > 0 and efficiency in (0, 1.2]");
+    out.emplace_back(*x, *e);
+  }
+  if (out.empty()) entry.fail(key, "is empty");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string precision_name(specs::Precision p) {
+  return std::string(specs::to_string(p));
+}
+
+}  // namespace
+
+double interpolate_log2(const Curve& curve, double x) {
+  if (curve.empty()) return 0;
+  if (x <= curve.front().first) return curve.front().second;
+  if (x >= curve.back().first) return curve.back().second;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    if (x <= curve[i].first) {
+      const double x0 = std::log2(curve[i - 1].first), x1 = std::log2(curve[i].first);
+      const double f = (std::log2(x) - x0) / (x1 - x0);
+      return curve[i - 1].second + f * (curve[i].second - curve[i - 1].second);
+    }
+  }
+  return curve.back().second;
+}
+
+double Calibration::gemm_efficiency(specs::Precision precision, double m) const {
+  auto name = precision_name(precision);
+  if (name == "fp64_tensor") name = "fp64";
+  const auto bf16 = gemm.find("bf16");
+  const auto it = gemm.find(name);
+  if (it == gemm.end() || it->second.compute.empty()) {
+    return bf16 != gemm.end() ? interpolate_log2(bf16->second.compute, m) : 0.7;
+  }
+  const auto& own = it->second.compute;
+  if (own.size() >= 2 && own.front().first <= 2048) return interpolate_log2(own, m);
+  if (bf16 == gemm.end() || bf16->second.compute.empty() || it == bf16) return interpolate_log2(own, m);
+  // Shape of bf16's curve, level of this precision's large-m measurement.
+  const double scale = own.back().second / interpolate_log2(bf16->second.compute, own.back().first);
+  return std::min(interpolate_log2(own, m), interpolate_log2(bf16->second.compute, m) * scale);
+}
+
+double Calibration::weight_stream_efficiency(specs::Precision precision) const {
+  const auto it = gemm.find(precision_name(precision));
+  if (it != gemm.end() && it->second.weight_stream) return *it->second.weight_stream;
+  const auto bf16 = gemm.find("bf16");
+  if (bf16 != gemm.end() && bf16->second.weight_stream) return *bf16->second.weight_stream;
+  return memory_efficiency(1e9);
+}
+
+double Calibration::memory_efficiency(double bytes) const {
+  return memory.empty() ? 0.8 : interpolate_log2(memory, bytes);
+}
+
+double Calibration::error_band() const {
+  if (tier == "measured") return 0.10;
+  if (tier == "transferred") return 0.20;
+  return 0.30;
+}
+
+Calibration parse_calibration(const data::DataFile& file) {
+  const auto root = data::parse_toml(file);
+  data::TomlEntry top(root, file.origin, file.name);
+  const auto info = top.required_table("calibration");
+  Calibration cal;
+  cal.tier = "measured";
+  cal.measured_gpu = info.required_string("gpu");
+  cal.architecture = info.required_string("architecture");
+  cal.source = info.required_string("source");
+  cal.files = info.string_list("files");
+  if (const auto* gemm = root.get_as<toml::table>("gemm")) {
+    for (const auto& [key, node] : *gemm) {
+      const auto* t = node.as_table();
+      if (!t) top.fail("gemm", "expected tables [gemm.<precision>]");
+      data::TomlEntry entry(*t, file.origin, file.name, fmt::format("gemm.{}", key.str()));
+      GemmCurve curve;
+      curve.compute = parse_curve(entry, *t, "compute_efficiency");
+      curve.weight_stream = entry.optional_number("weight_stream_efficiency", 0.01, 1.2);
+      cal.gemm[std::string(key.str())] = std::move(curve);
+    }
+  }
+  if (const auto* memory = root.get_as<toml::table>("memory")) {
+    data::TomlEntry entry(*memory, file.origin, file.name, "memory");
+    cal.memory = parse_curve(entry, *memory, "efficiency_by_size");
+  }
+  if (const auto host = top.optional_table("host")) {
+    cal.h2d_gbs = host->optional_number("h2d_gbs", 0);
+    cal.d2h_gbs = host->optional_number("d2h_gbs", 0);
+  }
+  if (const auto ar = top.optional_table("allreduce")) {
+    cal.allreduce = CollectiveModel{ar->required_number("alpha_us", 0), ar->required_number("busbw_gbs", 0),
+                                    ar->optional_string("source").value_or(cal.source)};
+  }
+  return cal;
+}
+
+std::vector<Calibration> load_calibrations(const data::DataSource& source) {
+  std::vector<Calibration> out;
+  for (const auto& file : source.list("calibration", ".toml")) out.push_back(parse_calibration(file));
+  return out;
+}
+
+Calibration calibration_from_results(const std::vector<results::ResultSet>& sets, const specs::GpuSpec& spec,
+                                     const std::string& exclude_key) {
+  const double bandwidth = spec.memory_bandwidth_gbs.value * 1e9;
+  std::map<std::string, std::map<double, std::vector<double>>> compute;
+  std::map<std::string, std::vector<double>> stream;
+  std::map<double, std::vector<double>> memory;
+  std::vector<double> h2d, d2h;
+  std::vector<std::pair<double, double>> ar_points;  // (bytes, time us) of all-reduce records
+  std::vector<double> ar_busbw;
+  Calibration cal;
+  cal.tier = "measured";
+  cal.measured_gpu = spec.name;
+  cal.architecture = spec.architecture;
+  for (const auto& set : sets) {
+    bool other_gpu = false;
+    for (const auto& g : set.gpus) {
+      if (!g.spec_name.empty() && g.spec_name != spec.name) other_gpu = true;
+    }
+    if (other_gpu) continue;
+    bool used = false;
+    for (const auto& r : set.records) {
+      if (r.outcome != results::Outcome::passed || r.key == exclude_key) continue;
+      const auto& p = r.params;
+      if (r.benchmark == "gemm") {
+        const auto* tp = r.find_metric("throughput");
+        if (!tp || !p.contains("precision")) continue;
+        std::string prec = p["precision"].get<std::string>();
+        const auto peak_prec = specs::parse_precision(prec == "fp64" ? "fp64_tensor" : prec);
+        const double eb = element_bytes(prec);
+        if (!peak_prec || eb == 0 || !spec.peak_tflops(*peak_prec)) continue;
+        const double peak = *spec.peak_tflops(*peak_prec) * 1e12;
+        const double m = p.value("m", 0.0), n = p.value("n", 0.0), k = p.value("k", 0.0);
+        const double flops = 2 * m * n * k, bytes = (m * k + k * n + m * n) * eb;
+        const double t = flops / (tp->value * 1e12);
+        if (flops / bytes > peak / bandwidth) {
+          compute[prec][m].push_back(tp->value * 1e12 / peak);
+        } else {
+          stream[prec].push_back(bytes / t / bandwidth);
+        }
+        used = true;
+      } else if (r.benchmark == "memory") {
+        const auto* bw = r.find_metric("bandwidth");
+        if (!bw || p.value("l2_resident", false) || p.value("op", "") == "ce_copy") continue;
+        memory[p.value("array_bytes", 0.0)].push_back(bw->value * 1e9 / bandwidth);
+        used = true;
+      } else if (r.benchmark == "transfer") {
+        const auto* bw = r.find_metric("bandwidth");
+        if (!bw) continue;
+        if (r.key.starts_with("transfer/h2d_ce_pinned/")) h2d.push_back(bw->value);
+        if (r.key.starts_with("transfer/d2h_ce_pinned/")) d2h.push_back(bw->value);
+        used = true;
+      } else if (r.benchmark.starts_with("collective") || r.key.starts_with("collectives/all_reduce")) {
+        // Another developer's collectives records: all_reduce with bytes, time and busbw.
+        if (r.key.find("all_reduce") == std::string::npos) continue;
+        const auto* time = r.find_metric("time");
+        const auto* busbw = r.find_metric("busbw");
+        const double bytes = p.value("bytes", 0.0);
+        if (time && bytes > 0) {
+          const double us = time->unit == "ms"  ? time->value * 1e3
+                            : time->unit == "s" ? time->value * 1e6
+                                                : time->value;
+          ar_points.emplace_back(bytes, us);
+        }
+        if (busbw && bytes >= 64.0 * (1 << 20)) ar_busbw.push_back(busbw->value);
+        used = true;
+      }
+    }
+    if (used) cal.files.push_back(set.provenance.command_line.empty() ? set.kind : set.provenance.command_line[0]);
+  }
+  for (auto& [prec, by_m] : compute) {
+    GemmCurve curve;
+    for (auto& [m, v] : by_m) curve.compute.emplace_back(m, median(v));
+    if (stream.contains(prec)) curve.weight_stream = median(stream[prec]);
+    cal.gemm[prec] = std::move(curve);
+  }
+  for (auto& [prec, v] : stream) {
+    if (!cal.gemm.contains(prec)) cal.gemm[prec].weight_stream = median(v);
+  }
+  for (auto& [bytes, v] : memory) cal.memory.emplace_back(bytes, median(v));
+  if (!h2d.empty()) cal.h2d_gbs = median(h2d);
+  if (!d2h.empty()) cal.d2h_gbs = median(d2h);
+  if (!ar_points.empty() && !ar_busbw.empty()) {
+    std::sort(ar_points.begin(), ar_points.end());
+    cal.allreduce = CollectiveModel{ar_points.front().second, *std::max_element(ar_busbw.begin(), ar_busbw.end()),
+                                    "measured all-reduce records (α: smallest message; busbw: best >= 64 MiB)"};
+  }
+  if (cal.gemm.empty() && cal.memory.empty() && !cal.allreduce) {
+    throw UsageError(
+        fmt::format("--calibration: no passed gemm, memory or collective records of {} in the files", spec.name));
+  }
+  cal.source = fmt::format("measured: {} result file(s) of {}", sets.size(), spec.name);
+  return cal;
+}
+
+Calibration public_calibration(const specs::GpuSpec& target) {
+  Calibration cal;
+  cal.tier = "public";
+  cal.architecture = target.architecture;
+  cal.source =
+      "public anchors: GEMM 0.33 @ m=64 -> 0.92 @ m=8192 (LLMCompass A100 cuBLAS FP16, C03), HBM 0.8 "
+      "(aiconfigurator default; kipply/FT 0.77)";
+  // m=64 on 12288^2 is memory-bound; the compute curve starts where the A100 GEMM turns compute-bound.
+  GemmCurve bf16;
+  bf16.compute = {{1024, 0.80}, {8192, 0.92}};
+  bf16.weight_stream = 0.80;
+  cal.gemm["bf16"] = bf16;
+  cal.memory = {{1e9, 0.80}};
+  cal.notes.push_back(
+      "assumption: the A100 FP16 GEMM curve (C03) holds for every precision of this GPU; 1024 -> 0.80 is "
+      "interpolated between C03's K=N=1024 M=8192 point (185/312 = 0.59 for small N·K) and its large-shape 0.92");
+  return cal;
+}
+
+Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Calibration>& measured) {
+  for (const auto& cal : measured) {
+    if (cal.measured_gpu == target.name) return cal;
+  }
+  for (const auto& cal : measured) {
+    if (!cal.architecture.empty() && cal.architecture == target.architecture) {
+      Calibration out = cal;
+      out.tier = "transferred";
+      out.source = fmt::format("transferred from {} ({} family; efficiencies shared, peaks and bandwidth of {}): {}",
+                               cal.measured_gpu, cal.architecture, target.name, cal.source);
+      out.allreduce.reset();  // fabrics differ between SKUs (H800, H20): use the spec of the target
+      out.h2d_gbs.reset();
+      out.d2h_gbs.reset();
+      return out;
+    }
+  }
+  return public_calibration(target);
+}
+
+CollectiveModel collective_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus) {
+  if (gpus > 8) {
+    const bool ndr = target.release_year >= 2022;
+    return CollectiveModel{ndr ? 40.0 : 60.0, ndr ? 40.0 : 20.0,
+                           ndr ? "public: InfiniBand NDR 400 Gb/s per GPU ~40-45 GB/s busbw, α >= 60 us cross-node "
+                                 "(modeling.md 4.5; C02: 17.5 GB/s at 2 A100 nodes) - assumption 40 GB/s, 40 us"
+                               : "public: InfiniBand HDR 200 Gb/s per GPU, 20 GB/s busbw (C02: 17.5 GB/s), α 60 us"};
+  }
+  if (cal.allreduce && cal.tier == "measured") return *cal.allreduce;
+  if (target.scale_up == "nvlink" && target.scale_up_bw_gbs_bidir && !target.bridge_only) {
+    const double uni = target.scale_up_bw_gbs_bidir->value / 2;
+    const int gen = static_cast<int>(target.nvlink_gen.value_or(4));
+    if (gen >= 4) {
+      return CollectiveModel{20, uni * 0.82,
+                             fmt::format("public: NVLink{} {:.0f} GB/s/dir x 0.82 (C01: 365-374 GB/s busbw on 8xH100); "
+                                         "α 20 us (C01 fit 20-40 us)",
+                                         gen, uni)};
+    }
+    return CollectiveModel{45, uni * 0.58,
+                           fmt::format("public: NVLink{} {:.0f} GB/s/dir x 0.58 (C02: 174 GB/s busbw on 8xA100); α 45 "
+                                       "us (C02 fit 45-90 us)",
+                                       gen, uni)};
+  }
+  const double pcie_gen = target.pcie_gen ? target.pcie_gen->value : 4;
+  return CollectiveModel{30, pcie_gen >= 5 ? 45.0 : 20.0,
+                         "public: PCIe Gen4/5 x16 all-reduce busbw ~20/45 GB/s (modeling.md 4.5), α 30 us"};
+}
+
+double allreduce_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus) {
+  if (gpus <= 1) return 0;
+  const double n = static_cast<double>(gpus);
+  return model.alpha_us * 1e-6 + 2 * (n - 1) / n * bytes / (model.busbw_gbs * 1e9);
+}
+
+}  // namespace gpuscout::model

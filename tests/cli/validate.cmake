@@ -1,0 +1,13 @@
+# gpuscout validate: per-category MAPE over the published results (embedded table with sources) and,
+# with --results, over the project's own H200 measurements (leave-one-out). The figures themselves are
+# pinned by tests/unit/validation_test.cpp.
+gpuscout_cli_test(validate_golden 0 --stdout-golden ${GPUSCOUT_CLI_GOLDEN}/validate_public.md --stderr-empty
+                  -- --format md validate)
+gpuscout_cli_test(validate_json 0 --stdout-json --stdout-contains "\"mape_pct\"" --stdout-contains "Korthikanti"
+                  --stderr-empty -- --format json validate)
+gpuscout_cli_test(validate_own_results 0 --stdout-contains "own_gemm" --stdout-contains "own_memory"
+                  --stdout-contains "leave-one-out" --stderr-empty
+                  -- validate --results ${PROJECT_SOURCE_DIR}/bench/results/gemm-h200-20261130-standard.json
+                  ${PROJECT_SOURCE_DIR}/bench/results/h200-memory-transfer-20261130-0202-tiled.json)
+gpuscout_cli_test(validate_missing_results 1 --stderr-contains "nope.json" --stdout-empty
+                  -- validate --results nope.json)
