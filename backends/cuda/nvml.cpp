@@ -38,6 +38,12 @@ struct Library::Api {
   nvmlReturn_t (*max_link_gen)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*curr_link_width)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*max_link_width)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*common_ancestor)(nvmlDevice_t, nvmlDevice_t, int*) = nullptr;
+  nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned, int*) = nullptr;
+  nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned, void*) = nullptr;  // nvmlPciInfo_t (v2 layout)
+  nvmlReturn_t (*nvlink_version)(nvmlDevice_t, unsigned, unsigned*) = nullptr;
+  nvmlReturn_t (*field_values)(nvmlDevice_t, int, void*) = nullptr;  // nvmlFieldValue_t[]
+  nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned, unsigned long*) = nullptr;
 };
 
 namespace {
@@ -97,6 +103,13 @@ Loaded& loaded() {
     resolve(lib, a.max_link_gen, {"nvmlDeviceGetMaxPcieLinkGeneration"});
     resolve(lib, a.curr_link_width, {"nvmlDeviceGetCurrPcieLinkWidth"});
     resolve(lib, a.max_link_width, {"nvmlDeviceGetMaxPcieLinkWidth"});
+    resolve(lib, a.common_ancestor, {"nvmlDeviceGetTopologyCommonAncestor"});
+    resolve(lib, a.nvlink_state, {"nvmlDeviceGetNvLinkState"});
+    // Only the _v2 symbol takes the nvmlPciInfo_t layout declared below (busId of 32 bytes).
+    resolve(lib, a.nvlink_remote_pci, {"nvmlDeviceGetNvLinkRemotePciInfo_v2"});
+    resolve(lib, a.nvlink_version, {"nvmlDeviceGetNvLinkVersion"});
+    resolve(lib, a.field_values, {"nvmlDeviceGetFieldValues"});
+    resolve(lib, a.cpu_affinity, {"nvmlDeviceGetCpuAffinity"});
     if (a.init == nullptr || a.by_pci_bus_id == nullptr) {
       state.reason = "libnvidia-ml.so.1 lacks nvmlInit or nvmlDeviceGetHandleByPciBusId";
       return;
@@ -241,6 +254,99 @@ std::optional<int> Library::pcie_link_width(Device d, bool max) const {
   auto v = read<unsigned>(max ? api_->max_link_width : api_->curr_link_width, d.handle);
   if (!v) return std::nullopt;
   return static_cast<int>(*v);
+}
+
+namespace {
+
+// nvml.h's nvmlPciInfo_t (NVML 9+ layout, used by the _v2/_v3 functions).
+struct PciInfo {
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+
+// nvml.h's nvmlFieldValue_t.
+struct FieldValue {
+  unsigned field_id;
+  unsigned scope_id;
+  long long timestamp;
+  long long latency_usec;
+  int value_type;  // 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint, 6 ushort
+  nvmlReturn_t nvml_return;
+  union {
+    double d;
+    unsigned ui;
+    unsigned long ul;
+    unsigned long long ull;
+    long long sll;
+    int si;
+    unsigned short us;
+  } value;
+};
+static_assert(sizeof(FieldValue) == 40, "nvmlFieldValue_t layout");
+
+}  // namespace
+
+std::optional<int> Library::topology_common_ancestor(Device a, Device b) const {
+  if (api_->common_ancestor == nullptr) return std::nullopt;
+  int level = 0;
+  if (api_->common_ancestor(a.handle, b.handle, &level) != kSuccess) return std::nullopt;
+  return level;
+}
+
+std::optional<bool> Library::nvlink_active(Device d, int link) const {
+  if (api_->nvlink_state == nullptr || link < 0 || link >= kMaxNvLinks) return std::nullopt;
+  int state = 0;
+  if (api_->nvlink_state(d.handle, static_cast<unsigned>(link), &state) != kSuccess) return std::nullopt;
+  return state != 0;
+}
+
+std::optional<std::string> Library::nvlink_remote_bus_id(Device d, int link) const {
+  if (api_->nvlink_remote_pci == nullptr || link < 0 || link >= kMaxNvLinks) return std::nullopt;
+  PciInfo info{};
+  if (api_->nvlink_remote_pci(d.handle, static_cast<unsigned>(link), &info) != kSuccess) return std::nullopt;
+  info.bus_id[sizeof(info.bus_id) - 1] = '\0';
+  return std::string(info.bus_id);
+}
+
+std::optional<unsigned> Library::nvlink_version(Device d, int link) const {
+  if (link < 0 || link >= kMaxNvLinks) return std::nullopt;
+  return read<unsigned>(api_->nvlink_version, d.handle, static_cast<unsigned>(link));
+}
+
+std::optional<std::uint64_t> Library::field_value(Device d, unsigned field_id, unsigned scope_id) const {
+  if (api_->field_values == nullptr) return std::nullopt;
+  FieldValue v{};
+  v.field_id = field_id;
+  v.scope_id = scope_id;
+  if (api_->field_values(d.handle, 1, &v) != kSuccess || v.nvml_return != kSuccess) return std::nullopt;
+  switch (v.value_type) {
+    case 0:
+      return static_cast<std::uint64_t>(v.value.d);
+    case 1:
+      return v.value.ui;
+    case 2:
+      return v.value.ul;
+    case 3:
+      return v.value.ull;
+    case 4:
+      return v.value.sll < 0 ? std::nullopt : std::optional<std::uint64_t>(v.value.sll);
+    case 5:
+      return v.value.si < 0 ? std::nullopt : std::optional<std::uint64_t>(v.value.si);
+    case 6:
+      return v.value.us;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<std::vector<std::uint64_t>> Library::cpu_affinity(Device d) const {
+  if (api_->cpu_affinity == nullptr) return std::nullopt;
+  std::vector<unsigned long> words(16);  // 1024 CPUs
+  if (api_->cpu_affinity(d.handle, static_cast<unsigned>(words.size()), words.data()) != kSuccess) {
+    return std::nullopt;
+  }
+  return std::vector<std::uint64_t>(words.begin(), words.end());
 }
 
 std::vector<std::string> throttle_reason_names(std::uint64_t mask) {

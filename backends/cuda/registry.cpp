@@ -12,6 +12,10 @@ std::vector<std::unique_ptr<Benchmark>> make_benchmarks() {
 #if defined(GPUSCOUT_HAVE_GEMM)
   all.push_back(make_gemm_benchmark());
 #endif
+  all.push_back(make_p2p_benchmark());
+#if defined(GPUSCOUT_HAVE_NCCL)
+  all.push_back(make_collectives_benchmark());
+#endif
   std::erase(all, nullptr);
   return all;
 }

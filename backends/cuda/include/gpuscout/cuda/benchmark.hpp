@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpuscout/bench/stats.hpp"
+#include "gpuscout/bench/world.hpp"
 #include "gpuscout/results/result.hpp"
 
 namespace gpuscout::specs {
@@ -38,6 +39,8 @@ struct BenchOptions {
   // List-valued flags (llama-bench style sweeps), by flag name without dashes:
   // "gemm-sizes" -> {"4096","8192"}, "precisions" -> {"bf16","fp8"} ... Empty: the benchmark's defaults.
   std::map<std::string, std::vector<std::string>> lists;
+  // Collectives: a collective not finished after this many seconds is aborted (outcome timeout).
+  double coll_timeout_s = 60;
 };
 
 class TelemetrySampler;  // telemetry.hpp: NVML sampling on a background thread
@@ -48,6 +51,10 @@ struct BenchEnv {
   TelemetrySampler* telemetry = nullptr;             // may be null (no NVML)
   const std::atomic<bool>* interrupted = nullptr;    // set by Ctrl-C: stop early, return what was measured
   std::function<void(const std::string&)> progress;  // one short line per case; may be empty
+  // Multi-GPU benchmarks (min_gpus() > 1): the local GPUs they span, and the ranks of the run
+  // (single process, or one process per GPU under MPI; never null for them).
+  std::vector<int> gpus;
+  bench::World* world = nullptr;
 
   bool stop_requested() const { return interrupted != nullptr && interrupted->load(); }
   void report(const std::string& line) const {
@@ -66,6 +73,10 @@ class Benchmark {
     (void)device;
     return std::nullopt;
   }
+  // More than 1: the benchmark spans GPUs and runs once per run (env.gpus), not once per GPU.
+  virtual int min_gpus() const { return 1; }
+  // True when every rank of an MPI run takes part (collectives); false: only rank 0 runs it.
+  virtual bool spans_ranks() const { return false; }
   // Runs every case. A failing case becomes a Record with outcome failed/incorrect/skipped and a
   // reason, and the run goes on; only programming errors throw.
   virtual std::vector<results::Record> run(const BenchEnv& env) = 0;

@@ -10,5 +10,7 @@ namespace gpuscout::cuda {
 std::unique_ptr<Benchmark> make_memory_benchmark();  // benchmarks/memory.cu: HBM / L2 read, write, copy, triad, CE copy
 std::unique_ptr<Benchmark> make_transfer_benchmark();  // benchmarks/transfer.cu: host <-> device bandwidth and latency
 std::unique_ptr<Benchmark> make_gemm_benchmark();      // benchmarks/gemm.cu: cuBLASLt matrix products
+std::unique_ptr<Benchmark> make_p2p_benchmark();       // benchmarks/p2p.cu: GPU <-> GPU bandwidth and latency
+std::unique_ptr<Benchmark> make_collectives_benchmark();  // benchmarks/collectives.cu: NCCL (when NCCL is found)
 
 }  // namespace gpuscout::cuda

@@ -45,6 +45,16 @@ class Library {
   std::optional<int> pcie_link_generation(Device d, bool max) const;
   std::optional<int> pcie_link_width(Device d, bool max) const;
 
+  // Topology (gpuscout topo). NVLink link ids run from 0 while NVML answers (at most kMaxNvLinks).
+  static constexpr int kMaxNvLinks = 18;
+  std::optional<int> topology_common_ancestor(Device a, Device b) const;  // nvmlGpuTopologyLevel_t
+  std::optional<bool> nvlink_active(Device d, int link) const;            // nullopt: no such link
+  std::optional<std::string> nvlink_remote_bus_id(Device d, int link) const;
+  std::optional<unsigned> nvlink_version(Device d, int link) const;  // raw nvmlNvlinkVersion_t value
+  // nvmlDeviceGetFieldValues for one unsigned field (NVML_FI_*), e.g. 90 = NVLink speed in MB/s.
+  std::optional<std::uint64_t> field_value(Device d, unsigned field_id, unsigned scope_id = 0) const;
+  std::optional<std::vector<std::uint64_t>> cpu_affinity(Device d) const;  // bit i = CPU i
+
   struct Api;  // resolved function pointers (nvml.cpp)
   explicit Library(const Api* api) : api_(api) {}
 
