@@ -23,9 +23,15 @@
 #include "local_gpus.hpp"
 #if defined(GPUSCOUT_HAVE_CUDA)
 #include "gpuscout/cuda/benchmark.hpp"
+#include <unistd.h>
+
+#include "gpuscout/bench/rank_merge.hpp"
 #include "gpuscout/cuda/device_info.hpp"
 #include "gpuscout/cuda/telemetry.hpp"
 #endif
+#include "gpuscout/cuda/topology.hpp"
+#include "gpuscout/topo/topology.hpp"
+#include "mpi_world.hpp"
 
 namespace gpuscout::cli {
 namespace {
@@ -40,6 +46,12 @@ constexpr const char* kListFlags[][2] = {
     {"gemm-shapes", "gemm: explicit shapes m x n x k, e.g. 4096x4096x4096"},
     {"precisions", "gemm: precisions, e.g. bf16,fp8"},
 };
+    {"p2p-sizes", "p2p: GPU-to-GPU copy sizes, e.g. 64MiB,512MiB"},
+    {"coll-sizes", "collectives: message sizes (nccl-tests' size column), e.g. 8,1MiB,1GiB (default 8B..8GiB x2)"},
+    {"coll-ops", "collectives: all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv (default all)"},
+    {"coll-dtypes", "collectives: data types, e.g. float,bf16,half,double,int32 (default float)"},
+    {"coll-iters", "collectives: back-to-back ops per timed sample (default 20, as nccl-tests -n)"},
+    {"coll-inject-hang", "collectives (testing the watchdog): 1 = leave one rank out of the first collective"},
 
 struct BenchFlags {
   bool quick = false, full = false, list = false;
@@ -47,6 +59,7 @@ struct BenchFlags {
   std::map<std::string, std::string> lists;
   double max_time_per_case = 0;
 };
+  double coll_timeout = 60;
 
 std::atomic<bool> g_interrupted{false};
 
@@ -79,6 +92,14 @@ std::map<std::string, std::string> captured_environment() {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
   return env;
+  // NCCL settings (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE ...) decide collective results.
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("NCCL_", 0) == 0) {
+      const auto eq = kv.find('=');
+      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
 }
 
 class SigintGuard {
@@ -94,7 +115,23 @@ class SigintGuard {
 };
 
 void run_bench(AppContext& ctx, const BenchFlags& f) {
+void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world);
+
   auto benchmarks = cuda::make_benchmarks();
+  std::unique_ptr<bench::World> world = f.list ? std::make_unique<bench::SingleProcessWorld>() : make_world();
+  if (world->size() == 1) {
+    run_bench_in(ctx, f, *world);
+    return;
+  }
+  // Under MPI an error on one rank must not leave the others waiting in a collective or barrier.
+  try {
+    run_bench_in(ctx, f, *world);
+  } catch (const std::exception& e) {
+    world->abort(1, e.what());
+  }
+}
+
+void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   std::vector<std::string> keys;
   for (const auto& b : benchmarks) keys.push_back(b->key());
   const std::vector<std::string> selectors = bench::split_list(f.only);
@@ -120,13 +157,27 @@ void run_bench(AppContext& ctx, const BenchFlags& f) {
   LocalGpus local = discover_local_gpus(db);
   if (local.gpus.empty()) throw Error("bench: no local GPU to measure: " + local.unavailable_reason);
 
-  std::vector<int> gpu_indices = f.gpus.empty() ? std::vector<int>{0} : bench::parse_index_list(f.gpus, "gpus");
+  const int local_count = static_cast<int>(local.gpus.size());
+  // Under MPI each rank drives one GPU: its rank on this host, modulo the GPUs it sees.
+  const int rank_gpu = world.local_rank() % local_count;
+  std::vector<int> gpu_indices =
+      f.gpus.empty() ? std::vector<int>{world.size() > 1 ? rank_gpu : 0} : bench::parse_index_list(f.gpus, "gpus");
   for (int g : gpu_indices) {
-    if (g >= static_cast<int>(local.gpus.size())) {
+    if (g >= local_count) {
       throw UsageError(fmt::format("--gpus: no GPU {} (this machine has {})", g, local.gpus.size()));
     }
   }
 
+  // Multi-GPU benchmarks (p2p, collectives) span: this rank's GPU under MPI, else the --gpus list
+  // when it names several, else every local GPU.
+  std::vector<int> span_gpus;
+  if (world.size() > 1) {
+    span_gpus = gpu_indices;
+  } else if (gpu_indices.size() > 1) {
+    span_gpus = gpu_indices;
+  } else {
+    for (int g = 0; g < local_count; ++g) span_gpus.push_back(g);
+  }
   cuda::BenchOptions options;
   options.mode = f.quick ? cuda::BenchMode::quick : (f.full ? cuda::BenchMode::full : cuda::BenchMode::standard);
   options.timing = timing_rule(options.mode, f.max_time_per_case);
@@ -136,6 +187,7 @@ void run_bench(AppContext& ctx, const BenchFlags& f) {
   }
   if (!selectors.empty()) options.lists["only"] = selectors;
 
+  options.coll_timeout_s = f.coll_timeout;
   results::ResultSet result;
   result.kind = "bench";
   result.provenance = results::local_provenance(static_cast<int>(ctx.argv.size()), ctx.raw_argv);
@@ -149,6 +201,8 @@ void run_bench(AppContext& ctx, const BenchFlags& f) {
                             : options.mode == cuda::BenchMode::full ? "full"
                                                                     : "standard";
 
+  result.topology["links"] = topo::to_json(topo::build_topology(cuda::read_topology()));
+  result.topology["launcher"] = world.launcher();
   const bool show_progress = ::isatty(STDERR_FILENO) != 0 || ctx.options.verbosity > 0;
   SigintGuard sigint;
   for (int g : gpu_indices) {
@@ -157,7 +211,7 @@ void run_bench(AppContext& ctx, const BenchFlags& f) {
     device.spec = local.specs[static_cast<std::size_t>(g)];
     const bench::PeakFigures peaks = peak_figures(device.spec, local.details[static_cast<std::size_t>(g)]);
     auto telemetry = cuda::TelemetrySampler::create(g);
-    cuda::BenchEnv env{device, options, telemetry.get(), &g_interrupted, {}};
+    cuda::BenchEnv env{device, options, telemetry.get(), &g_interrupted, {}, {}, nullptr};
     if (show_progress) {
       env.progress = [g](const std::string& line) { fmt::print(stderr, "[gpu{}] {}\n", g, line); };
     }
@@ -165,6 +219,7 @@ void run_bench(AppContext& ctx, const BenchFlags& f) {
       if (g_interrupted.load()) break;
       cuda::Benchmark& b = *benchmarks[i];
       std::vector<results::Record> records;
+      if (b.min_gpus() > 1) continue;  // run once below, over span_gpus
       if (auto why = b.not_supported_reason(device)) {
         results::Record r;
         r.key = b.key();
@@ -193,7 +248,98 @@ void run_bench(AppContext& ctx, const BenchFlags& f) {
       }
     }
   }
-  result.complete = !g_interrupted.load();
+  // Multi-GPU benchmarks: once per run. Under MPI, those that span ranks run on every rank;
+  // the others (p2p: peers of one process) on rank 0 only.
+  bool timed_out = false;
+  for (std::size_t i : chosen) {
+    cuda::Benchmark& b = *benchmarks[i];
+    if (b.min_gpus() <= 1 || g_interrupted.load() || timed_out) continue;
+    if (world.size() > 1 && !b.spans_ranks() && world.rank() != 0) continue;
+    const int g = span_gpus.front();
+    cuda::DeviceContext device = cuda::make_device_context(g);
+    device.spec = local.specs[static_cast<std::size_t>(g)];
+    auto telemetry = cuda::TelemetrySampler::create(g);
+    cuda::BenchEnv env{device, options, telemetry.get(), &g_interrupted, {}, {}, nullptr};
+    env.gpus = span_gpus;
+    env.world = &world;
+    if (show_progress) {
+      const int rank = world.rank();
+      env.progress = [rank](const std::string& line) { fmt::print(stderr, "[rank{}] {}\n", rank, line); };
+    }
+    std::vector<results::Record> records;
+    try {
+      records = b.run(env);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      results::Record r;
+      r.key = b.key();
+      r.benchmark = b.key();
+      r.gpus = span_gpus;
+      r.outcome = results::Outcome::failed;
+      r.reason = e.what();
+      if (b.spans_ranks()) r.extra["distributed"] = true;
+      records.push_back(std::move(r));
+    }
+    for (results::Record& r : records) {
+      if (r.outcome == results::Outcome::timeout) {
+        timed_out = true;
+        fmt::print(stderr, "gpuscout bench: rank {}: {}: {}\n", world.rank(), r.key, r.reason);
+      }
+      if (r.extra.contains("nccl_version")) result.provenance.software["nccl"] = r.extra["nccl_version"];
+      result.records.push_back(std::move(r));
+    }
+  }
+  if (timed_out) {
+    fmt::print(stderr,
+               "gpuscout bench: a collective timed out (--coll-timeout {:g} s); communicators aborted, "
+               "later cases not run\n",
+               options.coll_timeout_s);
+  }
+  result.complete = !g_interrupted.load() && !timed_out;
+
+  // MPI: rank 0 gathers every rank's records and a per-rank host/GPU/bus-id table.
+  if (world.size() > 1) {
+    bench::RankInfo me;
+    me.rank = world.rank();
+    me.local_rank = world.local_rank();
+    me.host = result.provenance.hostname;
+    me.pid = static_cast<long>(::getpid());
+    me.gpu = gpu_indices.front();
+    const auto& info = local.gpus[static_cast<std::size_t>(me.gpu)];
+    me.gpu_name = info.name;
+    me.pci_bus_id = info.pci_bus_id;
+    me.uuid = info.uuid;
+    results::ResultSet mine;
+    mine.kind = "bench";
+    mine.complete = result.complete;
+    mine.records = std::move(result.records);
+    nlohmann::ordered_json doc;
+    doc["rank"] = bench::to_json(me);
+    doc["result"] = results::to_json(mine);
+    const auto all = world.gather(doc.dump(), 0);
+    if (world.rank() != 0) return;  // rank 0 writes the file and prints
+    std::vector<std::vector<results::Record>> by_rank;
+    std::vector<bench::RankInfo> ranks;
+    nlohmann::ordered_json rank_json = nlohmann::ordered_json::array();
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      const auto d = nlohmann::ordered_json::parse(all[r]);
+      ranks.push_back(bench::rank_info_from_json(d["rank"]));
+      rank_json.push_back(d["rank"]);
+      results::ResultSet part = results::result_from_json(d["result"], fmt::format("rank {}", r));
+      result.complete = result.complete && part.complete;
+      by_rank.push_back(std::move(part.records));
+    }
+    result.records = bench::merge_rank_records(by_rank);
+    for (const auto& r : result.records) {
+      if (r.extra.contains("nccl_version")) result.provenance.software["nccl"] = r.extra["nccl_version"];
+    }
+    result.topology["ranks"] = rank_json;
+    result.topology["world_size"] = world.size();
+    if (ctx.format() == report::Format::table || ctx.format() == report::Format::md) {
+      ctx.out << report::render(bench::rank_table(ranks), ctx.format()) << "\n";
+    }
+  }
 
   const std::string path =
       f.out.empty() ? bench::default_output_name(result.provenance.hostname,
@@ -235,6 +381,9 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
       ->check(CLI::PositiveNumber);
   for (const auto& [name, help] : kListFlags) {
     cmd->add_option(std::string("--") + name, flags->lists[name], help);
+  cmd->add_option("--coll-timeout", flags->coll_timeout,
+                  "collectives: seconds a collective may take before it is aborted (outcome timeout; the run ends)")
+      ->check(CLI::PositiveNumber);
   }
   cmd->callback([&ctx, flags] { run_bench(ctx, *flags); });
 }

@@ -62,6 +62,7 @@ void register_gpus_command(CLI::App& app, AppContext& ctx);
 void register_models_command(CLI::App& app, AppContext& ctx);
 void register_devices_command(CLI::App& app, AppContext& ctx);
 void register_bench_command(CLI::App& app, AppContext& ctx);
+void register_topo_command(CLI::App& app, AppContext& ctx);
 void register_report_command(CLI::App& app, AppContext& ctx);
 void register_compare_command(CLI::App& app, AppContext& ctx);
 void register_plan_command(CLI::App& app, AppContext& ctx);

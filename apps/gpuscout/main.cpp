@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   cli::register_models_command(app, ctx);
   cli::register_devices_command(app, ctx);
   cli::register_bench_command(app, ctx);
+  cli::register_topo_command(app, ctx);
   cli::register_report_command(app, ctx);
   cli::register_compare_command(app, ctx);
   cli::register_plan_command(app, ctx);
