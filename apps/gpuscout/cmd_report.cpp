@@ -12,6 +12,7 @@
 #include "gpuscout/specs/spec_db.hpp"
 #include "gpuscout/util/file.hpp"
 #include "gpuscout/version.hpp"
+#include "history_cli.hpp"
 
 namespace gpuscout::cli {
 namespace {
@@ -21,11 +22,16 @@ struct ReportFlags {
   std::string output;
   std::string title = "gpuscout report";
   std::vector<std::string> notes;
+  std::vector<std::string> from_history;  // history queries (docs/history.md)
 };
 
 void run_report(AppContext& ctx, const ReportFlags& flags) {
   std::vector<report::ReportInput> inputs;
   for (const auto& file : flags.files) inputs.push_back({file, results::read_result_file(file)});
+  for (const auto& query : flags.from_history) {
+    for (auto& in : report_inputs_from_history(ctx, query)) inputs.push_back(std::move(in));
+  }
+  if (inputs.empty()) throw UsageError("report: give result files, or --from-history QUERY");
 
   report::ReportOptions options;
   options.title = flags.title;
@@ -56,7 +62,10 @@ void register_report_command(CLI::App& app, AppContext& ctx) {
   auto flags = std::make_shared<ReportFlags>();
   CLI::App* cmd = app.add_subcommand(
       "report", "Write one self-contained HTML report (charts, summary, provenance) from result files");
-  cmd->add_option("files", flags->files, "Result files (JSON) written by gpuscout bench")->required();
+  cmd->add_option("files", flags->files, "Result files (JSON) written by gpuscout bench");
+  cmd->add_option("--from-history", flags->from_history,
+                  "Runs from the history: last, last:N, a run id, gpu:NAME, host:NAME, kind:K, tag:K:V (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("-o,--output", flags->output, "HTML file to write (atomically); '-' for stdout")->required();
   cmd->add_option("--title", flags->title, "Report title");
   cmd->add_option("--note", flags->notes, "A note shown at the top of the report (repeatable)");

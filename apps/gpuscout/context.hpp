@@ -29,6 +29,10 @@ struct GlobalOptions {
   std::optional<std::filesystem::path> data_dir;  // --specs DIR
   std::string format = "table";                   // --format
   int verbosity = 0;                              // -v / -q
+  // Run history (docs/history.md): --db PATH (else $GPUSCOUT_HISTORY_DB or the data directory) and
+  // --no-history (bench/advise do not append the run).
+  std::optional<std::filesystem::path> history_db;
+  bool no_history = false;
 };
 
 class AppContext {
@@ -69,5 +73,6 @@ void register_plan_command(CLI::App& app, AppContext& ctx);
 void register_tco_command(CLI::App& app, AppContext& ctx);
 void register_predict_command(CLI::App& app, AppContext& ctx);
 void register_validate_command(CLI::App& app, AppContext& ctx);
+void register_history_command(CLI::App& app, AppContext& ctx);
 
 }  // namespace gpuscout::cli

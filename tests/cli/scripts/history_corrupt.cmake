@@ -1,0 +1,22 @@
+# A database file that is not SQLite: every history command exits 1 naming the file, and the file is
+# left byte-identical (never overwritten, never migrated).
+get_filename_component(dir ${DB} DIRECTORY)
+file(MAKE_DIRECTORY ${dir})
+string(REPEAT "this is not an SQLite database \x01\x02\x03 " 200 garbage)
+file(WRITE ${DB} "${garbage}")
+file(SHA256 ${DB} before)
+foreach(args IN ITEMS "history;list" "history;show;1" "history;export;1" "history;import;${INPUT}"
+                      "report;--from-history;last;-o;-")
+  execute_process(COMMAND ${GPUSCOUT} --db ${DB} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 1)
+    message(FATAL_ERROR "${args}: exit ${rc}, expected 1\n${out}\n${err}")
+  endif()
+  if(NOT err MATCHES "corrupt.db")
+    message(FATAL_ERROR "${args}: the error does not name the file:\n${err}")
+  endif()
+endforeach()
+file(SHA256 ${DB} after)
+if(NOT before STREQUAL after)
+  message(FATAL_ERROR "the corrupt database was modified")
+endif()
+file(REMOVE ${DB})
