@@ -41,6 +41,7 @@ def main():
 
     compute = {}  # precision -> m -> [eta]
     stream = {}  # precision -> [eta]
+    stream_by_bytes = {}  # precision -> bytes -> [eta]
     memory = {}  # bytes -> [eta]
     host = {"h2d": [], "d2h": []}
     used, tool_commits = [], set()
@@ -67,6 +68,7 @@ def main():
                     compute.setdefault(prec, {}).setdefault(m, []).append(metrics["throughput"] * 1e12 / peaks[peak_key])
                 else:
                     stream.setdefault(prec, []).append(nbytes / t / bandwidth)
+                    stream_by_bytes.setdefault(prec, {}).setdefault(nbytes, []).append(nbytes / t / bandwidth)
                 took = True
             elif rec.get("benchmark") == "memory" and "bandwidth" in metrics:
                 if p.get("l2_resident") or p.get("op") == "ce_copy":
@@ -106,6 +108,9 @@ def main():
         if prec in stream:
             out.append(f"weight_stream_efficiency = {statistics.median(stream[prec]):.4f}  "
                        f"# median of {len(stream[prec])} memory-bound shapes")
+            pts_b = sorted((b, statistics.median(v)) for b, v in stream_by_bytes[prec].items())
+            out.append("# [bytes of A, B and C, median weight-stream efficiency] over memory-bound shapes")
+            out.append("weight_stream_by_bytes = [" + ", ".join(f"[{b}, {e:.4f}]" for b, e in pts_b) + "]")
         out.append("")
     pts = sorted((b, statistics.median(v)) for b, v in memory.items())
     out.append("[memory]")

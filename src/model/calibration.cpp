@@ -81,8 +81,11 @@ double Calibration::gemm_efficiency(specs::Precision precision, double m) const 
   return std::min(interpolate_log2(own, m), interpolate_log2(bf16->second.compute, m) * scale);
 }
 
-double Calibration::weight_stream_efficiency(specs::Precision precision) const {
+double Calibration::weight_stream_efficiency(specs::Precision precision, double bytes) const {
   const auto it = gemm.find(precision_name(precision));
+  if (it != gemm.end() && bytes > 0 && !it->second.weight_stream_by_bytes.empty()) {
+    return interpolate_log2(it->second.weight_stream_by_bytes, bytes);
+  }
   if (it != gemm.end() && it->second.weight_stream) return *it->second.weight_stream;
   const auto bf16 = gemm.find("bf16");
   if (bf16 != gemm.end() && bf16->second.weight_stream) return *bf16->second.weight_stream;
@@ -117,6 +120,8 @@ Calibration parse_calibration(const data::DataFile& file) {
       GemmCurve curve;
       curve.compute = parse_curve(entry, *t, "compute_efficiency");
       curve.weight_stream = entry.optional_number("weight_stream_efficiency", 0.01, 1.2);
+      if (entry.has("weight_stream_by_bytes"))
+        curve.weight_stream_by_bytes = parse_curve(entry, *t, "weight_stream_by_bytes");
       cal.gemm[std::string(key.str())] = std::move(curve);
     }
   }
@@ -146,6 +151,7 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   const double bandwidth = spec.memory_bandwidth_gbs.value * 1e9;
   std::map<std::string, std::map<double, std::vector<double>>> compute;
   std::map<std::string, std::vector<double>> stream;
+  std::map<std::string, std::map<double, std::vector<double>>> stream_by_bytes;
   std::map<double, std::vector<double>> memory;
   std::vector<double> h2d, d2h;
   std::vector<std::pair<double, double>> ar_points;  // (bytes, time us) of all-reduce records
@@ -179,6 +185,7 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
           compute[prec][m].push_back(tp->value * 1e12 / peak);
         } else {
           stream[prec].push_back(bytes / t / bandwidth);
+          stream_by_bytes[prec][bytes].push_back(bytes / t / bandwidth);
         }
         used = true;
       } else if (r.benchmark == "memory") {
@@ -218,6 +225,7 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   }
   for (auto& [prec, v] : stream) {
     if (!cal.gemm.contains(prec)) cal.gemm[prec].weight_stream = median(v);
+    for (auto& [bytes, e] : stream_by_bytes[prec]) cal.gemm[prec].weight_stream_by_bytes.emplace_back(bytes, median(e));
   }
   for (auto& [bytes, v] : memory) cal.memory.emplace_back(bytes, median(v));
   if (!h2d.empty()) cal.h2d_gbs = median(h2d);

@@ -103,7 +103,7 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     const double flops = 2 * tokens * k * (gates + 1) * h * fe;
     const double bytes = touched * (gates + 1) * h * fe * weight_bytes + tokens * k * (2 * h + gates * fe) * 2;
     const double tc = flops / (peak_flops(ctx, prec) * ctx.calibration.gemm_efficiency(prec, m_eff));
-    const double tm = bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(prec));
+    const double tm = bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(prec, bytes));
     op.flops = flops * layers * moe_share;
     op.bytes = bytes * layers * moe_share;
     op.seconds = std::max(tc, tm) * layers * moe_share;
@@ -185,7 +185,7 @@ OpTime gemm_time(const SpeedContext& ctx, Precision precision, const std::string
                  double weight_bytes_per_element, double count) {
   OpTime op{key, 2 * m * n * k, (m * k + m * n) * kActivationBytes + n * k * weight_bytes_per_element, 0, ""};
   const double tc = op.flops / (peak_flops(ctx, precision) * ctx.calibration.gemm_efficiency(precision, m));
-  const double tm = op.bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(precision));
+  const double tm = op.bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(precision, op.bytes));
   op.seconds = std::max(tc, tm) * count;
   op.bound = tc >= tm ? "compute" : "memory";
   op.flops *= count;

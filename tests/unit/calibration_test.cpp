@@ -37,6 +37,9 @@ TEST(Calibration, EmbeddedH200TableIsMeasured) {
   // int8 measured on squares only: bf16 curve shape, own level.
   EXPECT_NEAR(c.gemm_efficiency(specs::Precision::int8, 16384), 0.669, 0.01);
   EXPECT_NEAR(c.weight_stream_efficiency(specs::Precision::bf16), 0.635, 0.01);
+  // By bytes: a 4096x4096 BF16 matrix (32 MiB) streams less well than a 28672x4096 one (224 MiB).
+  EXPECT_LT(c.weight_stream_efficiency(specs::Precision::bf16, 33.6e6),
+            c.weight_stream_efficiency(specs::Precision::bf16, 235e6));
   EXPECT_NEAR(c.memory_efficiency(4.0 * (1ull << 30)), 0.90, 0.01);
   EXPECT_DOUBLE_EQ(c.error_band(), 0.10);
   ASSERT_TRUE(c.h2d_gbs.has_value());

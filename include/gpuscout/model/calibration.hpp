@@ -23,7 +23,8 @@ double interpolate_log2(const Curve& curve, double x);
 
 struct GemmCurve {
   Curve compute;                        // (m, measured FLOP/s / dense peak) over compute-bound shapes
-  std::optional<double> weight_stream;  // bytes / time / spec bandwidth over memory-bound shapes
+  std::optional<double> weight_stream;  // bytes / time / spec bandwidth over memory-bound shapes (median)
+  Curve weight_stream_by_bytes;         // the same by bytes moved (small matrices stream less well)
 };
 
 // Collective all-reduce over the scale-up fabric: t = α + 2(n-1)/n · S / busbw (nccl-tests busbw).
@@ -48,8 +49,9 @@ struct Calibration {
   // Compute efficiency of a GEMM with m rows (tokens) at `precision`. A precision measured only at large
   // m takes the shape of the bf16 curve scaled to its own large-m value; one never measured takes bf16's.
   double gemm_efficiency(specs::Precision precision, double m) const;
-  // Bandwidth efficiency of a memory-bound GEMM (weights streamed once).
-  double weight_stream_efficiency(specs::Precision precision) const;
+  // Bandwidth efficiency of a memory-bound GEMM moving `bytes` (weights streamed once); the curve by
+  // bytes when measured, else the median.
+  double weight_stream_efficiency(specs::Precision precision, double bytes = 0) const;
   // Memory-bandwidth efficiency for `bytes` moved (HBM-sized arrays; small sizes clamp to the first point).
   double memory_efficiency(double bytes) const;
   // Relative error band (fraction) of a figure computed with this calibration: ±10% measured, ±20%
