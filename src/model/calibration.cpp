@@ -232,8 +232,14 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   if (!d2h.empty()) cal.d2h_gbs = median(d2h);
   if (!ar_points.empty() && !ar_busbw.empty()) {
     std::sort(ar_points.begin(), ar_points.end());
-    cal.allreduce = CollectiveModel{ar_points.front().second, *std::max_element(ar_busbw.begin(), ar_busbw.end()),
-                                    "measured all-reduce records (α: smallest message; busbw: best >= 64 MiB)"};
+    // α: median time of the smallest message (as scripts/make-calibration.py); busbw: best at >= 64 MiB.
+    std::vector<double> smallest;
+    for (const auto& [bytes, us] : ar_points) {
+      if (bytes == ar_points.front().first) smallest.push_back(us);
+    }
+    cal.allreduce = CollectiveModel{median(smallest), *std::max_element(ar_busbw.begin(), ar_busbw.end()),
+                                    "measured all-reduce records (α: median of the smallest message; busbw: best "
+                                    ">= 64 MiB)"};
   }
   if (cal.gemm.empty() && cal.memory.empty() && !cal.allreduce) {
     throw UsageError(

@@ -209,6 +209,10 @@ void validate_own(ValidationReport& report, const std::vector<results::ResultSet
         const auto* bw = r.find_metric("bandwidth");
         if (!bw || r.params.value("l2_resident", false) || r.params.value("op", "") == "ce_copy") continue;
         measured[r.key].push_back(bw->value);
+      } else if (r.benchmark == "collectives" && r.params.value("op", "") == "all_reduce") {
+        const auto* time = r.find_metric("time");
+        if (!time || time->unit != "us") continue;
+        measured[r.key].push_back(time->value);
       } else {
         continue;
       }
@@ -235,6 +239,14 @@ void validate_own(ValidationReport& report, const std::vector<results::ResultSet
       v.predicted = op.flops / op.seconds / 1e12;
       v.unit = "TFLOP/s";
       v.what = fmt::format("GEMM {} m={} n={} k={} on {}", specs::to_string(prec), m, n, k, spec.name);
+    } else if (r.benchmark == "collectives") {
+      const double bytes = r.params.value("bytes", 0.0);
+      const auto ranks = r.params.value("ranks", std::int64_t{2});
+      if (!ctx.calibration.allreduce) continue;
+      v.category = "own_collective";
+      v.predicted = allreduce_seconds(*ctx.calibration.allreduce, bytes, ranks) * 1e6;
+      v.unit = "us";
+      v.what = fmt::format("NCCL all-reduce {:.0f} B over {} x {} (α-β)", bytes, ranks, spec.name);
     } else {
       const double bytes = r.params.value("array_bytes", 0.0);
       v.category = "own_memory";

@@ -42,6 +42,10 @@ TEST(Calibration, EmbeddedH200TableIsMeasured) {
             c.weight_stream_efficiency(specs::Precision::bf16, 235e6));
   EXPECT_NEAR(c.memory_efficiency(4.0 * (1ull << 30)), 0.90, 0.01);
   EXPECT_DOUBLE_EQ(c.error_band(), 0.10);
+  // 2 x H200 NCCL all-reduce (bench/results/h200x2-*.json): α ~13.5 us, busbw ~353 GB/s.
+  ASSERT_TRUE(c.allreduce.has_value());
+  EXPECT_NEAR(c.allreduce->alpha_us, 13.5, 1);
+  EXPECT_NEAR(c.allreduce->busbw_gbs, 353, 5);
   ASSERT_TRUE(c.h2d_gbs.has_value());
   EXPECT_NEAR(*c.h2d_gbs, 55.2, 0.5);
 }
