@@ -20,18 +20,19 @@
 #include "gpuscout/report/table.hpp"
 #include "gpuscout/results/result_json.hpp"
 #include "gpuscout/specs/spec_db.hpp"
+#include "history_cli.hpp"
 #include "local_gpus.hpp"
 #if defined(GPUSCOUT_HAVE_CUDA)
-#include "gpuscout/cuda/benchmark.hpp"
 #include <unistd.h>
 
 #include "gpuscout/bench/rank_merge.hpp"
+#include "gpuscout/cuda/benchmark.hpp"
 #include "gpuscout/cuda/device_info.hpp"
 #include "gpuscout/cuda/telemetry.hpp"
-#endif
 #include "gpuscout/cuda/topology.hpp"
 #include "gpuscout/topo/topology.hpp"
 #include "mpi_world.hpp"
+#endif
 
 namespace gpuscout::cli {
 namespace {
@@ -45,21 +46,21 @@ constexpr const char* kListFlags[][2] = {
     {"gemm-m", "gemm: token counts m for the model-shaped cases, e.g. 1,128,4096"},
     {"gemm-shapes", "gemm: explicit shapes m x n x k, e.g. 4096x4096x4096"},
     {"precisions", "gemm: precisions, e.g. bf16,fp8"},
-};
     {"p2p-sizes", "p2p: GPU-to-GPU copy sizes, e.g. 64MiB,512MiB"},
     {"coll-sizes", "collectives: message sizes (nccl-tests' size column), e.g. 8,1MiB,1GiB (default 8B..8GiB x2)"},
     {"coll-ops", "collectives: all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv (default all)"},
     {"coll-dtypes", "collectives: data types, e.g. float,bf16,half,double,int32 (default float)"},
     {"coll-iters", "collectives: back-to-back ops per timed sample (default 20, as nccl-tests -n)"},
     {"coll-inject-hang", "collectives (testing the watchdog): 1 = leave one rank out of the first collective"},
+};
 
 struct BenchFlags {
   bool quick = false, full = false, list = false;
   std::string only, gpus, out, tags;
   std::map<std::string, std::string> lists;
   double max_time_per_case = 0;
-};
   double coll_timeout = 60;
+};
 
 std::atomic<bool> g_interrupted{false};
 
@@ -91,7 +92,6 @@ std::map<std::string, std::string> captured_environment() {
                            "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
-  return env;
   // NCCL settings (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE ...) decide collective results.
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string kv = *e;
@@ -100,6 +100,7 @@ std::map<std::string, std::string> captured_environment() {
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
+  return env;
 }
 
 class SigintGuard {
@@ -114,10 +115,9 @@ class SigintGuard {
   void (*previous_)(int) = nullptr;
 };
 
-void run_bench(AppContext& ctx, const BenchFlags& f) {
 void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world);
 
-  auto benchmarks = cuda::make_benchmarks();
+void run_bench(AppContext& ctx, const BenchFlags& f) {
   std::unique_ptr<bench::World> world = f.list ? std::make_unique<bench::SingleProcessWorld>() : make_world();
   if (world->size() == 1) {
     run_bench_in(ctx, f, *world);
@@ -132,6 +132,7 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world);
 }
 
 void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
+  auto benchmarks = cuda::make_benchmarks();
   std::vector<std::string> keys;
   for (const auto& b : benchmarks) keys.push_back(b->key());
   const std::vector<std::string> selectors = bench::split_list(f.only);
@@ -167,7 +168,6 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
       throw UsageError(fmt::format("--gpus: no GPU {} (this machine has {})", g, local.gpus.size()));
     }
   }
-
   // Multi-GPU benchmarks (p2p, collectives) span: this rank's GPU under MPI, else the --gpus list
   // when it names several, else every local GPU.
   std::vector<int> span_gpus;
@@ -178,6 +178,7 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   } else {
     for (int g = 0; g < local_count; ++g) span_gpus.push_back(g);
   }
+
   cuda::BenchOptions options;
   options.mode = f.quick ? cuda::BenchMode::quick : (f.full ? cuda::BenchMode::full : cuda::BenchMode::standard);
   options.timing = timing_rule(options.mode, f.max_time_per_case);
@@ -186,8 +187,8 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
     if (!items.empty()) options.lists[name] = std::move(items);
   }
   if (!selectors.empty()) options.lists["only"] = selectors;
-
   options.coll_timeout_s = f.coll_timeout;
+
   results::ResultSet result;
   result.kind = "bench";
   result.provenance = results::local_provenance(static_cast<int>(ctx.argv.size()), ctx.raw_argv);
@@ -200,9 +201,9 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   result.topology["mode"] = options.mode == cuda::BenchMode::quick  ? "quick"
                             : options.mode == cuda::BenchMode::full ? "full"
                                                                     : "standard";
-
   result.topology["links"] = topo::to_json(topo::build_topology(cuda::read_topology()));
   result.topology["launcher"] = world.launcher();
+
   const bool show_progress = ::isatty(STDERR_FILENO) != 0 || ctx.options.verbosity > 0;
   SigintGuard sigint;
   for (int g : gpu_indices) {
@@ -218,8 +219,8 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
     for (std::size_t i : chosen) {
       if (g_interrupted.load()) break;
       cuda::Benchmark& b = *benchmarks[i];
-      std::vector<results::Record> records;
       if (b.min_gpus() > 1) continue;  // run once below, over span_gpus
+      std::vector<results::Record> records;
       if (auto why = b.not_supported_reason(device)) {
         results::Record r;
         r.key = b.key();
@@ -351,6 +352,7 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   ctx.out.flush();
   if (!result.complete) fmt::print(stderr, "gpuscout bench: interrupted; partial results (complete=false)\n");
   fmt::print(stderr, "gpuscout bench: wrote {}\n", path);
+  append_to_history(ctx, result, "gpuscout bench: " + path);  // run history; a failure only warns
   if (result.any_failure()) ctx.raise_exit_code(ExitCode::failure);
 }
 
@@ -379,11 +381,11 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   cmd->add_option("--tags", flags->tags, "key:value,... recorded in the result so runs from many machines concatenate");
   cmd->add_option("--max-time-per-case", flags->max_time_per_case, "Seconds of timed samples per case at most")
       ->check(CLI::PositiveNumber);
-  for (const auto& [name, help] : kListFlags) {
-    cmd->add_option(std::string("--") + name, flags->lists[name], help);
   cmd->add_option("--coll-timeout", flags->coll_timeout,
                   "collectives: seconds a collective may take before it is aborted (outcome timeout; the run ends)")
       ->check(CLI::PositiveNumber);
+  for (const auto& [name, help] : kListFlags) {
+    cmd->add_option(std::string("--") + name, flags->lists[name], help);
   }
   cmd->callback([&ctx, flags] { run_bench(ctx, *flags); });
 }
