@@ -15,9 +15,9 @@ bin=${1:-build/gpuscout}
 # the charts are not crowded with repeated runs of the same case.
 measured=(
   bench/results/gemm-h200-20261130-standard.json
-  bench/results/h200-memory-transfer-20261130-0202-tiled.json
-  bench/results/*p2p*.json
-  bench/results/*collectives*.json
+  bench/results/h200-memory-transfer-side-by-side-20261130.json
+  bench/results/h200x2-p2p-20261130.json
+  bench/results/h200x2-single-20261130.json
 )
 inputs=("$@")
 notes=()
