@@ -337,6 +337,9 @@ HistoryDb HistoryDb::open(const fs::path& path, bool create) {
   sqlite3_extended_result_codes(raw, 0);
 
   // Read-only checks first: nothing below writes until the file is known to be ours and not newer.
+  // They read one snapshot: another process creating the same database may commit its first
+  // migration between two separate reads, and "tables but no version" would then be a false alarm.
+  exec(raw, path, "BEGIN", "begin read");
   const std::int64_t version = pragma_int(raw, path, "user_version");
   if (version > kLatest) {
     throw DataError(path.string(), "", "",
@@ -355,6 +358,7 @@ HistoryDb HistoryDb::open(const fs::path& path, bool create) {
     throw DataError(path.string(), "", "",
                     "an SQLite database that is not a gpuscout history; the file was left as it is");
   }
+  exec(raw, path, "COMMIT", "end read");
 
   {
     // WAL lets readers go on while one process writes; changing the mode needs a moment alone.
