@@ -1,7 +1,10 @@
 #include "gpuscout/history/history.hpp"
 
 #include <fmt/format.h>
+
 #include <sqlite3.h>
+#include <chrono>
+#include <thread>
 
 #include <algorithm>
 #include <cctype>
@@ -90,9 +93,20 @@ std::string fnv1a_hex(std::string_view text) {
   return fmt::format("{:016x}", h);
 }
 
+// SQLite answers "database is locked" at once, without waiting in the busy handler, in some
+// situations (a read transaction that would have to wait for a writer to finish a journal-mode
+// change, for one). open() retries those; everything else is an IoError like it.
+class BusyError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
 [[noreturn]] void fail(sqlite3* db, const fs::path& path, const std::string& what) {
   const int code = db != nullptr ? sqlite3_errcode(db) : SQLITE_ERROR;
   const std::string message = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+    throw BusyError(fmt::format("history database '{}': {}: {}", path.string(), what, message));
+  }
   if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
     throw DataError(path.string(), "", "",
                     fmt::format("not a usable gpuscout history database ({}); the file was left as it is: "
@@ -311,6 +325,20 @@ Query parse_query(const std::string& text) {
 }
 
 HistoryDb HistoryDb::open(const fs::path& path, bool create) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  while (true) {
+    try {
+      return open_once(path, create);
+    } catch (const BusyError&) {
+      // Another process is creating or migrating the same database: wait for it, as the busy
+      // timeout would, then look again.
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+HistoryDb HistoryDb::open_once(const fs::path& path, bool create) {
   if (path.empty()) throw UsageError("no history database: set --db PATH (or HOME, XDG_DATA_HOME)");
   check_header(path);
   std::error_code ec;

@@ -97,6 +97,8 @@ class HistoryDb {
 
  private:
   HistoryDb(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
+  // One attempt of open(); throws a busy error when another process holds the database.
+  static HistoryDb open_once(const std::filesystem::path& path, bool create);
   sqlite3* db_ = nullptr;
   std::filesystem::path path_;
 };
