@@ -20,6 +20,7 @@
 #include "gpuscout/cuda/bench_util.hpp"
 #include "gpuscout/cuda/benchmarks.hpp"
 #include "gpuscout/cuda/check.hpp"
+#include "gpuscout/cuda/pointer_chase.hpp"
 #include "gpuscout/cuda/telemetry.hpp"
 #include "gpuscout/cuda/timing.hpp"
 #include "gpuscout/cuda/topology.hpp"
@@ -65,17 +66,6 @@ __global__ void __launch_bounds__(kThreads)
     out[i + 3 * stride] = v3;
   }
   for (; i < n; i += stride) out[i] = in[i];
-}
-
-struct ChaseNode {
-  ChaseNode* next;
-  char pad[56];
-};
-
-__global__ void p2p_chase(ChaseNode* start, int accesses, ChaseNode** sink) {
-  ChaseNode* p = start;
-  for (int i = 0; i < accesses; ++i) p = *reinterpret_cast<ChaseNode* volatile*>(&p->next);
-  if (p == nullptr) *sink = p;  // never true; keeps the chain live
 }
 
 // Buffers of one GPU for one size: a source (filled with its seed) and a destination.
@@ -502,35 +492,18 @@ class P2pBenchmark final : public Benchmark {
       GPUSCOUT_CUDA_CHECK(cudaSetDevice(owner));
       DeviceBuffer<ChaseNode> chain(nodes);
       std::vector<ChaseNode> host(nodes);
-      const std::size_t stride = 4099;  // a prime: one cycle through every node, far apart
-      for (std::size_t i = 0; i < nodes; ++i) host[i].next = chain.get() + (i + stride) % nodes;
+      link_chase_chain(host.data(), chain.get(), nodes);
       GPUSCOUT_CUDA_CHECK(cudaMemcpy(chain.get(), host.data(), buffer_bytes, cudaMemcpyHostToDevice));
       GPUSCOUT_CUDA_CHECK(cudaSetDevice(reader));
-      DeviceBuffer<ChaseNode*> sink(1);
-      Stream s;
-      ChaseNode* start = chain.get();
-      std::function<void(cudaStream_t)> launch = [&, start](cudaStream_t st) {
-        p2p_chase<<<1, 1, 0, st>>>(start, accesses, sink.get());
-      };
-      TelemetryScope telemetry(env.telemetry);
-      TimingPlan plan;
-      plan.reps_per_sample = 1;
-      plan.warmup = 1;
-      const TimedRun run = time_launches(s.get(), launch, plan, env.options.timing, env.interrupted);
-      rec.telemetry = telemetry.finish();
-      GPUSCOUT_CUDA_CHECK_LAUNCH();
-      if (run.seconds.empty()) throw std::runtime_error("interrupted");
-      std::vector<double> per_access;
-      for (double t : run.seconds) per_access.push_back(t / accesses);
-      rec.metrics.push_back(bench::time_metric("latency", "us", 1e6, bench::summarize(per_access),
+      const auto per_access = time_pointer_chase(env, chain.get(), accesses, rec);
+      rec.metrics.push_back(bench::time_metric("latency", "us", 1e6, per_access,
                                                "time per dependent load from the peer GPU's memory (nvbandwidth "
                                                "device_to_device_latency_sm method)"));
       rec.extra["timing"] = "CUDA events around one kernel of 100000 dependent loads; median of samples";
       // The chain must be intact (the reader only loaded it).
       std::vector<ChaseNode> back(nodes);
       GPUSCOUT_CUDA_CHECK(cudaMemcpy(back.data(), chain.get(), buffer_bytes, cudaMemcpyDeviceToHost));
-      std::size_t broken = 0;
-      for (std::size_t i = 0; i < nodes; ++i) broken += back[i].next != host[i].next;
+      const std::size_t broken = broken_chase_links(back.data(), chain.get(), nodes);
       rec.extra["verified"] = broken == 0;
       if (broken != 0) {
         rec.outcome = results::Outcome::incorrect;

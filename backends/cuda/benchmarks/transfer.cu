@@ -24,6 +24,7 @@
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/cuda/host_memory.hpp"
 #include "gpuscout/cuda/nvml.hpp"
+#include "gpuscout/cuda/pointer_chase.hpp"
 #include "gpuscout/cuda/telemetry.hpp"
 #include "gpuscout/cuda/timing.hpp"
 
@@ -88,17 +89,6 @@ __global__ void __launch_bounds__(kThreads)
   } else {
     copy_range(in1, out1, n, first, stride);
   }
-}
-
-struct Node {
-  Node* next;
-  char pad[56];
-};
-
-__global__ void pointer_chase_kernel(Node* start, int accesses, Node** sink) {
-  Node* p = start;
-  for (int i = 0; i < accesses; ++i) p = *reinterpret_cast<Node* volatile*>(&p->next);
-  if (p == nullptr) *sink = p;  // never true; keeps the chain live
 }
 
 std::uint64_t host_wrong_words(const void* p, std::size_t bytes, std::uint32_t seed) {
@@ -425,7 +415,7 @@ class TransferBenchmark final : public Benchmark {
 
   results::Record latency(const BenchEnv& env) {
     const std::size_t buffer_bytes = 2 * MiB;
-    const std::size_t nodes = buffer_bytes / sizeof(Node);
+    const std::size_t nodes = buffer_bytes / sizeof(ChaseNode);
     const int accesses = 10000;
     results::Record rec;
     rec.key = "transfer/latency_sm_pinned";
@@ -434,40 +424,21 @@ class TransferBenchmark final : public Benchmark {
     rec.params = {{"direction", "device_reads_host"},
                   {"path", "one GPU thread, dependent 8-byte loads from mapped pinned host memory"},
                   {"buffer_bytes", buffer_bytes},
-                  {"node_bytes", sizeof(Node)},
+                  {"node_bytes", sizeof(ChaseNode)},
                   {"accesses_per_launch", accesses}};
     if (!link_.empty()) rec.params["link"] = link_;
     try {
       HostBuffer host(buffer_bytes, HostMemoryKind::pinned_mapped, gpu_, numa_node_);
-      auto* h = static_cast<Node*>(host.get());
-      auto* d = static_cast<Node*>(host.device_pointer());
-      // A single cycle through every node with a large prime stride, so consecutive loads hit
-      // different pages and nothing is prefetched usefully.
-      const std::size_t stride = 4099;
-      for (std::size_t i = 0; i < nodes; ++i) h[i].next = d + (i + stride) % nodes;
-      DeviceBuffer<Node*> sink(1);
-      Stream s;
-      std::function<void(cudaStream_t)> launch = [&](cudaStream_t st) {
-        pointer_chase_kernel<<<1, 1, 0, st>>>(d, accesses, sink.get());
-      };
-      TelemetryScope telemetry(env.telemetry);
-      TimingPlan plan;
-      plan.reps_per_sample = 1;
-      plan.warmup = 1;
-      const TimedRun run = time_launches(s.get(), launch, plan, env.options.timing, env.interrupted);
-      rec.telemetry = telemetry.finish();
-      GPUSCOUT_CUDA_CHECK_LAUNCH();
-      if (run.seconds.empty()) throw std::runtime_error("interrupted");
-      std::vector<double> per_access;
-      for (double t : run.seconds) per_access.push_back(t / accesses);
-      const auto times = bench::summarize(per_access);
+      auto* h = static_cast<ChaseNode*>(host.get());
+      auto* d = static_cast<ChaseNode*>(host.device_pointer());
+      link_chase_chain(h, d, nodes);
+      const auto times = time_pointer_chase(env, d, accesses, rec);
       rec.metrics.push_back(bench::time_metric("latency", "us", 1e6, times,
                                                "time per dependent load from host memory (nvbandwidth "
                                                "host_device_latency_sm method)"));
       rec.extra["timing"] = "CUDA events around one kernel of 10000 dependent loads; median of samples";
       // The chain must still be intact (the GPU only read it).
-      std::size_t broken = 0;
-      for (std::size_t i = 0; i < nodes; ++i) broken += h[i].next != d + (i + stride) % nodes;
+      const std::size_t broken = broken_chase_links(h, d, nodes);
       rec.extra["verified"] = broken == 0;
       if (broken != 0) {
         rec.outcome = results::Outcome::incorrect;
