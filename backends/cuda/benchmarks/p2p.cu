@@ -20,6 +20,7 @@
 #include "gpuscout/cuda/bench_util.hpp"
 #include "gpuscout/cuda/benchmarks.hpp"
 #include "gpuscout/cuda/check.hpp"
+#include "gpuscout/cuda/copy_kernels.cuh"
 #include "gpuscout/cuda/pointer_chase.hpp"
 #include "gpuscout/cuda/telemetry.hpp"
 #include "gpuscout/cuda/timing.hpp"
@@ -31,41 +32,10 @@ namespace {
 constexpr int kThreads = 512;
 constexpr std::uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
 
-__host__ __device__ inline std::uint32_t p2p_word(std::size_t i, std::uint32_t seed) {
-  std::uint32_t x = static_cast<std::uint32_t>(i) * 2654435761u + seed;
-  x ^= x >> 13;
-  return x * 0x9e3779b1u;
-}
-
-__global__ void p2p_fill(std::uint32_t* out, std::size_t words, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    out[i] = p2p_word(i, seed);
-  }
-}
-
-__global__ void p2p_check(const std::uint32_t* in, std::size_t words, std::uint32_t seed, unsigned long long* wrong) {
-  unsigned long long bad = 0;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    bad += in[i] != p2p_word(i, seed);
-  }
-  if (bad != 0) atomicAdd(wrong, bad);
-}
-
-// 16-byte copy, 4 vectors in flight per thread; either side may be peer memory.
+// The shared 16-byte copy loop (copy_kernels.cuh); either side may be peer memory.
 __global__ void __launch_bounds__(kThreads)
     p2p_copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, std::size_t n) {
-  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
-  std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    uint4 v0 = in[i], v1 = in[i + stride], v2 = in[i + 2 * stride], v3 = in[i + 3 * stride];
-    out[i] = v0;
-    out[i + stride] = v1;
-    out[i + 2 * stride] = v2;
-    out[i + 3 * stride] = v3;
-  }
-  for (; i < n; i += stride) out[i] = in[i];
+  copy_range(in, out, n, blockIdx.x * std::size_t{blockDim.x} + threadIdx.x, std::size_t{gridDim.x} * blockDim.x);
 }
 
 // Buffers of one GPU for one size: a source (filled with its seed) and a destination.
@@ -167,7 +137,7 @@ class P2pBenchmark final : public Benchmark {
     unsigned long long host = 0;
     GPUSCOUT_CUDA_CHECK(cudaSetDevice(b.gpu));
     GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(b.wrong.get(), 0, sizeof(host), s));
-    p2p_check<<<b.grid, kThreads, 0, s>>>(b.dst.get(), words, seed, b.wrong.get());
+    count_pattern_mismatches_kernel<<<b.grid, kThreads, 0, s>>>(b.dst.get(), words, seed, b.wrong.get());
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(&host, b.wrong.get(), sizeof(host), cudaMemcpyDeviceToHost, s));
     GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -217,7 +187,7 @@ class P2pBenchmark final : public Benchmark {
         bufs[k].dst = DeviceBuffer<std::uint32_t>(words);
         bufs[k].wrong = DeviceBuffer<unsigned long long>(1);
         bufs[k].grid = copy_grid(g);
-        p2p_fill<<<bufs[k].grid, kThreads>>>(bufs[k].src.get(), words, bufs[k].seed);
+        fill_pattern_kernel<<<bufs[k].grid, kThreads>>>(bufs[k].src.get(), words, bufs[k].seed);
         GPUSCOUT_CUDA_CHECK_LAUNCH();
         GPUSCOUT_CUDA_CHECK(cudaDeviceSynchronize());
       }

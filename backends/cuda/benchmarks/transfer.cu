@@ -22,6 +22,7 @@
 #include "gpuscout/cuda/bench_util.hpp"
 #include "gpuscout/cuda/benchmarks.hpp"
 #include "gpuscout/cuda/check.hpp"
+#include "gpuscout/cuda/copy_kernels.cuh"
 #include "gpuscout/cuda/host_memory.hpp"
 #include "gpuscout/cuda/nvml.hpp"
 #include "gpuscout/cuda/pointer_chase.hpp"
@@ -33,43 +34,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr std::uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
-
-__host__ __device__ inline std::uint32_t pattern_word(std::size_t i, std::uint32_t seed) {
-  std::uint32_t x = static_cast<std::uint32_t>(i) * 2654435761u + seed;
-  x ^= x >> 15;
-  return x;
-}
-
-__global__ void fill_kernel(std::uint32_t* out, std::size_t words, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    out[i] = pattern_word(i, seed);
-  }
-}
-
-__global__ void check_kernel(const std::uint32_t* in, std::size_t words, std::uint32_t seed,
-                             unsigned long long* wrong) {
-  unsigned long long bad = 0;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words;
-       i += std::size_t{gridDim.x} * blockDim.x) {
-    bad += in[i] != pattern_word(i, seed);
-  }
-  if (bad != 0) atomicAdd(wrong, bad);
-}
-
-// 16-byte copy, 4 vectors in flight per thread; `in`/`out` may be mapped host memory.
-__device__ inline void copy_range(const uint4* __restrict__ in, uint4* __restrict__ out, std::size_t n,
-                                  std::size_t first, std::size_t stride) {
-  std::size_t i = first;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    uint4 v0 = in[i], v1 = in[i + stride], v2 = in[i + 2 * stride], v3 = in[i + 3 * stride];
-    out[i] = v0;
-    out[i + stride] = v1;
-    out[i + 2 * stride] = v2;
-    out[i + 3 * stride] = v3;
-  }
-  for (; i < n; i += stride) out[i] = in[i];
-}
 
 __global__ void __launch_bounds__(kThreads)
     sm_copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, std::size_t n) {
@@ -224,7 +188,7 @@ class TransferBenchmark final : public Benchmark {
     }
     host_fill(host_src.get(), size, kSeedH2D);
     Stream s1, s2;
-    fill_kernel<<<grid_, kThreads, 0, s1.get()>>>(dev_src.get(), size / 4, kSeedD2H);
+    fill_pattern_kernel<<<grid_, kThreads, 0, s1.get()>>>(dev_src.get(), size / 4, kSeedD2H);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(s1.get()));
 
@@ -232,7 +196,7 @@ class TransferBenchmark final : public Benchmark {
     auto device_wrong = [&](cudaStream_t s) {
       unsigned long long host = 0;
       GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(wrong.get(), 0, sizeof(host), s));
-      check_kernel<<<grid_, kThreads, 0, s>>>(dev_dst.get(), size / 4, kSeedH2D, wrong.get());
+      count_pattern_mismatches_kernel<<<grid_, kThreads, 0, s>>>(dev_dst.get(), size / 4, kSeedH2D, wrong.get());
       GPUSCOUT_CUDA_CHECK_LAUNCH();
       GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(&host, wrong.get(), sizeof(host), cudaMemcpyDeviceToHost, s));
       GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(s));
