@@ -1,0 +1,108 @@
+#pragma once
+// The serving engine's own CUDA kernels (GEMMs go through cuBLASLt in the engine; the skinny GEMM
+// here is the alternative the engine times against it for decode batches of a few rows).
+//
+// Conventions (shared with the engine and the CPU reference, include/gpuscout/infer/):
+//   - activations are row-major [rows, width] BF16; every kernel accumulates in FP32;
+//   - the fused QKV buffer is [T, qkv_stride] with Q in columns [0, heads*D), K in
+//     [heads*D, (heads+kv_heads)*D) and V after it (heads are those of this tensor-parallel rank);
+//   - the paged KV cache of one layer is k_cache and v_cache, each [num_blocks, kv_heads,
+//     block_size, D]; token t of a sequence lives in block block_table[t / block_size] at offset
+//     t % block_size; a slot is block * block_size + offset, slot -1 means "do not store";
+//   - RoPE rotates pairs (i, i + D/2) (the Hugging Face Llama convention) with inverse frequency
+//     theta^(-2i/D), angle = position * inv_freq, computed in FP32;
+//   - attention: query head h uses KV head h / (heads / kv_heads); scale 1/sqrt(D); a query at
+//     position p attends to cache positions [0, p] (causal), all of which are already stored.
+// Every launch_* enqueues on `stream` and returns; none synchronizes or allocates, so they can be
+// captured in CUDA graphs.
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include "gpuscout/infer/weights.hpp"
+
+namespace gpuscout::cuda::infer {
+
+using bf16 = __nv_bfloat16;
+
+struct AttentionShape {
+  int heads = 0;       // query heads on this rank
+  int kv_heads = 0;    // KV heads on this rank
+  int head_dim = 0;    // D: 64 or 128 (kernels may require one of these; check_attention_shape says)
+  int block_size = 0;  // tokens per KV block
+};
+
+// The sequences of one attention call (device arrays of num_seqs entries, except block_tables).
+struct AttentionBatch {
+  const std::int32_t* q_start = nullptr;       // first row of the sequence's queries in the Q/out buffers
+  const std::int32_t* q_len = nullptr;         // queries of the sequence (decode: 1)
+  const std::int32_t* context_len = nullptr;   // cached tokens it attends to, its own queries included
+  const std::int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+  int num_seqs = 0;     // launch size; sequences with q_len 0 or context_len 0 are padding (skipped)
+  int max_context = 0;  // host-known bound on context_len (grid sizing; fixed for graph capture)
+  int max_q_len = 0;    // host-known bound on q_len
+};
+
+// Empty string when the kernels support the shape, else why not ("head_dim 96 not supported: 64 or 128").
+const char* check_attention_shape(const AttentionShape& shape);
+
+// dst[r, c] = bf16(weight_value(tensor_stream(seed, kind, layer), kind, (row0 + r) * in_features + col0 + c,
+// in_features)) for r < rows, c < cols: one tensor-parallel shard (or all) of a full [*, in_features] tensor. Norm
+// vectors: rows = 1, in_features = their width.
+void launch_init_weights(bf16* dst, std::uint64_t seed, gpuscout::infer::WeightKind kind, std::uint32_t layer,
+                         int in_features, std::int64_t row0, std::int64_t rows, std::int64_t col0, std::int64_t cols,
+                         cudaStream_t stream);
+
+// out[t] = table[tokens[t]] (rows of width `hidden`).
+void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, int hidden, bf16* out,
+                      cudaStream_t stream);
+
+// out = x / sqrt(mean(x^2) + eps) * weight, per row. out may not alias x.
+void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream);
+
+// Rotates Q and K of each token in place in the fused QKV buffer by its position, then stores the
+// rotated K and the V of token t at slot_mapping[t] of the layer's cache.
+void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
+                          int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
+                          cudaStream_t stream);
+
+// out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
+void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
+
+// Decode attention (every sequence has q_len 1): the context is split into chunks of
+// kDecodeSplitTokens processed by separate thread blocks (flash-decoding), then merged.
+// `workspace` holds the partial results: decode_attention_workspace_bytes() of them.
+inline constexpr int kDecodeSplitTokens = 512;
+std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
+void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                             const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
+                             int out_stride, cudaStream_t stream);
+
+// Prefill attention (chunks of q_len >= 1, causal over the cached context) on tensor cores.
+void launch_prefill_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                              const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
+                              cudaStream_t stream);
+
+// out[i] = x[rows_index[i]] for i < count (the last token of each sampling chunk before the LM head).
+void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count, int width, bf16* out,
+                        cudaStream_t stream);
+
+// Greedy sampling: per row, the index of the largest logit (lowest index on ties) plus
+// `index_offset` (a vocabulary shard's first id), and the logit itself when `max_value` is set.
+void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
+                   cudaStream_t stream);
+// Tensor-parallel sampling: per row, the shard with the largest value (lowest id on ties) from
+// `ranks` candidates laid out [ranks, rows] (after an all-gather).
+void launch_argmax_merge(const std::int32_t* candidate_index, const float* candidate_value, int ranks, int rows,
+                         std::int32_t* out, cudaStream_t stream);
+
+// y[r, n] = sum_k x[r, k] * w[n, k] (+ residual[r, n] when not null) for rows <= kSkinnyMaxRows:
+// the bandwidth-bound decode GEMM (weights streamed once with 16-byte loads). y may alias residual.
+inline constexpr int kSkinnyMaxRows = 8;
+void launch_skinny_gemm(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual, bf16* y,
+                        cudaStream_t stream);
+
+}  // namespace gpuscout::cuda::infer

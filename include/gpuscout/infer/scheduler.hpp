@@ -1,0 +1,111 @@
+#pragma once
+// Continuous batching (engine-agnostic, pure C++): which tokens of which sequences the next engine
+// step computes. Every step first decodes one token for each running sequence, then fills the rest
+// of the step's token budget with prefill chunks (chunked prefill), admitting waiting sequences
+// while KV-cache blocks allow. When a running sequence needs a block and none is free, the most
+// recently admitted sequence is preempted: its blocks are freed and it goes back to the front of
+// the queue to be recomputed (prompt plus the tokens it already produced) when blocks free up.
+//
+// The scheduler owns the paged KV-cache block table of every sequence; the executor (CPU reference
+// or CUDA engine) stores K/V at the slots those tables name. C++17-clean.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuscout::infer {
+
+struct SchedulerConfig {
+  int block_size = 16;          // tokens per KV-cache block
+  int num_blocks = 0;           // blocks the executor has memory for
+  int max_step_tokens = 2048;   // token budget of one step (decode tokens + prefill chunk tokens)
+  int max_running = 256;        // sequences decoding at once (the engine's largest batch)
+  int max_sequence_tokens = 0;  // prompt + output limit per sequence (the engine's context)
+  bool chunked_prefill = true;  // false: a prompt's prefill is never split across steps
+};
+
+struct SequenceRequest {
+  std::uint64_t id = 0;
+  std::vector<std::int32_t> prompt;
+  int max_new_tokens = 1;  // output length (fixed: no end-of-sequence token)
+};
+
+// The slice of one sequence a step computes.
+struct SeqChunk {
+  std::uint64_t seq_id = 0;
+  int slot = 0;            // index of the sequence among running ones, stable while it runs (< max_running)
+  int start_position = 0;  // position of tokens[0] in the sequence; the chunk attends to [0, start_position + size)
+  std::vector<std::int32_t> tokens;       // input token ids (decode: the last token produced)
+  std::vector<std::int32_t> block_table;  // KV blocks covering positions [0, start_position + tokens.size())
+  bool samples = false;                   // the chunk reaches the sequence's end: the engine returns its next token
+  bool is_decode() const { return tokens.size() == 1 && start_position > 0; }
+};
+
+struct StepPlan {
+  std::vector<SeqChunk> chunks;  // decode chunks first, then prefill chunks
+  int decode_tokens = 0;
+  int prefill_tokens = 0;
+  std::vector<std::uint64_t> preempted;  // sequences preempted while planning this step
+  bool empty() const { return chunks.empty(); }
+  int total_tokens() const { return decode_tokens + prefill_tokens; }
+};
+
+// What a completed step produced for one sequence.
+struct SequenceOutput {
+  std::uint64_t seq_id = 0;
+  std::int32_t token = 0;
+  int generated = 0;  // tokens produced so far, this one included
+  bool finished = false;
+};
+
+class Scheduler {
+ public:
+  // Throws std::invalid_argument naming the field when the configuration is unusable.
+  explicit Scheduler(SchedulerConfig config);
+
+  // Queues a sequence. Throws std::invalid_argument when it can never run (longer than
+  // max_sequence_tokens, or needing more blocks than the cache has), naming the limit.
+  void add(SequenceRequest request);
+
+  // The next step's work; empty when nothing is queued or running.
+  StepPlan plan();
+  // Records the executor's sampled token for each chunk with samples=true (in plan order) and
+  // returns one output per such chunk. Finished sequences release their blocks.
+  std::vector<SequenceOutput> complete(const StepPlan& plan, const std::vector<std::int32_t>& sampled);
+
+  bool idle() const;
+  int waiting() const;
+  int running() const;
+  int free_blocks() const;
+  std::int64_t preemptions() const;
+  const SchedulerConfig& config() const;
+
+ private:
+  struct Sequence;
+  SchedulerConfig config_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;
+  std::vector<std::int32_t> free_blocks_;
+  std::vector<int> free_slots_;
+  std::int64_t preemptions_ = 0;
+  std::vector<std::unique_ptr<Sequence>> storage_;  // owns every sequence not yet finished
+};
+
+// Runs steps. The CPU reference and the CUDA engine implement it; the scheduler never sees which.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string name() const = 0;
+  virtual int kv_block_size() const = 0;
+  virtual int kv_blocks() const = 0;        // KV-cache blocks it holds memory for
+  virtual int max_running() const = 0;      // largest batch of decoding sequences it supports
+  virtual int max_step_tokens() const = 0;  // largest step it supports
+  // Runs one forward pass over every chunk of the plan (KV of all chunk tokens written at the slots
+  // of their block tables) and returns the greedy next token of each chunk with samples=true, in
+  // plan order.
+  virtual std::vector<std::int32_t> execute(const StepPlan& plan) = 0;
+};
+
+}  // namespace gpuscout::infer

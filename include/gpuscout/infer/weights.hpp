@@ -1,0 +1,119 @@
+#pragma once
+// Deterministic random weights, identical on the CPU and the GPU: every element is a pure function
+// of (seed, tensor, layer, element index), so the GPU engine generates its weights in place, any
+// tensor-parallel shard takes exactly the elements of the full tensor it holds, and the CPU
+// reference rebuilds the same model. Serving speed depends on shapes, not on weight values.
+//
+// Layout: every matrix is [out, in] row-major (PyTorch Linear), y = x W^T; element index =
+// row * in + col of the FULL (unsharded) matrix. Embedding and LM head are [vocab, hidden].
+// Values are rounded to BF16 (round to nearest even) where the engine stores BF16.
+//
+// C++17 and CUDA-clean: host and device functions.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define GPUSCOUT_HD __host__ __device__
+#else
+#define GPUSCOUT_HD
+#endif
+
+namespace gpuscout::infer {
+
+enum class WeightKind : std::uint32_t {
+  embedding = 0,
+  attn_norm = 1,
+  wq = 2,
+  wk = 3,
+  wv = 4,
+  wo = 5,
+  mlp_norm = 6,
+  w_gate = 7,
+  w_up = 8,
+  w_down = 9,
+  final_norm = 10,
+  lm_head = 11,
+};
+
+GPUSCOUT_HD inline std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The stream one tensor's elements come from. `layer` is 0 for tensors outside the layers.
+GPUSCOUT_HD inline std::uint64_t tensor_stream(std::uint64_t seed, WeightKind kind, std::uint32_t layer) {
+  return splitmix64(seed ^ splitmix64((static_cast<std::uint64_t>(kind) << 32) | layer));
+}
+
+// Uniform in [-1, 1) with 24 random bits.
+GPUSCOUT_HD inline float uniform_pm1(std::uint64_t stream, std::uint64_t index) {
+  const std::uint64_t bits = splitmix64(stream + index * 0xD1B54A32D192ED03ull);
+  return static_cast<float>(static_cast<std::int64_t>(bits >> 40) - (1ll << 23)) * (1.0f / 8388608.0f);
+}
+
+// Matrices: uniform with variance 1/in (scale sqrt(3/in)) so activations keep unit scale through
+// every projection. Embedding rows: uniform in [-1, 1). Norm weights: 1 + uniform in [-0.1, 0.1).
+GPUSCOUT_HD inline float weight_value(std::uint64_t stream, WeightKind kind, std::uint64_t index, int in_features) {
+  const float u = uniform_pm1(stream, index);
+  switch (kind) {
+    case WeightKind::embedding:
+      return u;
+    case WeightKind::attn_norm:
+    case WeightKind::mlp_norm:
+    case WeightKind::final_norm:
+      return 1.0f + 0.1f * u;
+    default:
+      return u * sqrtf(3.0f / static_cast<float>(in_features));
+  }
+}
+
+// BF16 as raw bits (round to nearest even; NaN stays NaN), so the CPU reference rounds exactly as
+// __float2bfloat16_rn does on the GPU.
+GPUSCOUT_HD inline std::uint32_t float_bits(float value) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(value);
+#else
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+#endif
+}
+
+GPUSCOUT_HD inline float float_from_bits(std::uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+#endif
+}
+
+GPUSCOUT_HD inline std::uint16_t float_to_bf16_bits(float value) {
+  std::uint32_t bits = float_bits(value);
+  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0) {
+    return static_cast<std::uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
+  }
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+GPUSCOUT_HD inline float bf16_bits_to_float(std::uint16_t bits) {
+  return float_from_bits(static_cast<std::uint32_t>(bits) << 16);
+}
+
+GPUSCOUT_HD inline float round_to_bf16(float value) {
+  return bf16_bits_to_float(float_to_bf16_bits(value));
+}
+
+// The token ids of a prompt: deterministic from (seed, request id), uniform over the vocabulary.
+GPUSCOUT_HD inline std::int32_t prompt_token(std::uint64_t seed, std::uint64_t request_id, std::uint64_t position,
+                                             int vocab) {
+  return static_cast<std::int32_t>(splitmix64(splitmix64(seed ^ (request_id * 0x9E3779B97F4A7C15ull)) + position) %
+                                   static_cast<std::uint64_t>(vocab));
+}
+
+}  // namespace gpuscout::infer
