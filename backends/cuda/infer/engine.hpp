@@ -1,0 +1,71 @@
+#pragma once
+// The CUDA serving engine: a Llama-family decoder with deterministic random BF16 weights generated
+// on the GPU, a paged KV cache sized from the memory left after the weights, cuBLASLt GEMMs (or the
+// skinny GEMM where it is faster for a decode shape: timed at start-up, the choice recorded),
+// our attention and fused elementwise kernels (kernels.hpp), decode steps replayed from CUDA
+// graphs per batch-size bucket, and tensor parallelism over the GPUs of one node through NCCL.
+// It implements infer::Executor, so the Scheduler and EngineSut drive it like the CPU reference.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpuscout/infer/scheduler.hpp"
+#include "gpuscout/infer/transformer_config.hpp"
+
+namespace gpuscout::cuda::infer {
+
+struct EngineOptions {
+  std::vector<int> gpus{0};  // one per tensor-parallel rank
+  std::uint64_t weight_seed = 1;
+  int kv_block_size = 16;
+  double memory_fraction = 0.90;   // of the GPU's free memory after the weights, for KV cache + workspaces
+  std::int64_t max_kv_blocks = 0;  // 0: as many as the memory fraction allows
+  int max_running = 256;           // largest decode batch (and the largest CUDA-graph bucket)
+  int max_step_tokens = 8192;      // largest step (prefill chunk budget)
+  int max_context = 0;             // longest sequence; 0: the model's max_context, capped at 32768
+  bool cuda_graphs = true;         // decode-only steps replay a captured graph per batch bucket
+};
+
+// What the engine decided at start-up, for the result record.
+struct EngineInfo {
+  int tp = 1;
+  std::int64_t weight_bytes_per_gpu = 0;
+  std::int64_t kv_cache_bytes_per_gpu = 0;
+  std::int64_t workspace_bytes_per_gpu = 0;
+  int kv_blocks = 0;
+  int kv_block_size = 0;
+  std::vector<int> graph_buckets;  // decode batch sizes with a captured graph
+  // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
+  std::vector<std::string> gemm_choices;
+};
+
+class CudaEngine final : public gpuscout::infer::Executor {
+ public:
+  // Throws gpuscout::Error with the numbers when the model does not fit: "Llama-3.1-70B BF16 needs
+  // 141.1 GB of weights per GPU at TP1, 139.8 GB free on GPU 0: use --tp 2 (70.6 GB per GPU)".
+  static std::unique_ptr<CudaEngine> create(const gpuscout::infer::TransformerConfig& config,
+                                            const EngineOptions& options);
+  ~CudaEngine() override;
+
+  std::string name() const override;
+  int kv_block_size() const override;
+  int kv_blocks() const override;
+  int max_running() const override;
+  int max_step_tokens() const override;
+  std::vector<std::int32_t> execute(const gpuscout::infer::StepPlan& plan) override;
+
+  const EngineInfo& info() const;
+  const gpuscout::infer::TransformerConfig& config() const;
+  // FP32 copies of the logits of the sampling rows of the last execute() (tests: against the CPU
+  // reference); only kept when `keep_logits(true)` was called before it.
+  void keep_logits(bool keep);
+  const std::vector<std::vector<float>>& last_logits() const;
+
+ private:
+  struct Impl;
+  explicit CudaEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuscout::cuda::infer
