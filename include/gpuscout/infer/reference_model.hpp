@@ -38,6 +38,10 @@ class ReferenceModel final : public Executor {
   // plan order (rows of `vocab`).
   const std::vector<std::vector<float>>& last_logits() const;
   const TransformerConfig& config() const;
+  // The KV cache of one layer, [kv_blocks, kv_heads, block_size, head_dim] (kernels.hpp's layout),
+  // BF16 values as floats; zero where nothing was stored (tests check where K/V went).
+  const std::vector<float>& k_cache(int layer) const;
+  const std::vector<float>& v_cache(int layer) const;
 
  private:
   struct Impl;

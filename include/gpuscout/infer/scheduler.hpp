@@ -64,6 +64,9 @@ class Scheduler {
  public:
   // Throws std::invalid_argument naming the field when the configuration is unusable.
   explicit Scheduler(SchedulerConfig config);
+  ~Scheduler();  // out of line: Sequence is complete only in scheduler.cpp
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a sequence. Throws std::invalid_argument when it can never run (longer than
   // max_sequence_tokens, or needing more blocks than the cache has), naming the limit.
@@ -84,12 +87,23 @@ class Scheduler {
 
  private:
   struct Sequence;
+  // Moves blocks from the free list to `seq` until it has `blocks`, preempting victims chosen by
+  // `later_only` (true: only sequences admitted after `seq`; false: any other running one, most
+  // recently admitted first). False when not enough blocks can be found.
+  bool reserve_blocks(Sequence& seq, int blocks, bool later_only, StepPlan& plan, int& budget);
+  void preempt(Sequence& victim, StepPlan& plan, int& budget);
+  void release(Sequence& seq);  // blocks and slot back to the free lists, out of running_
+  void add_chunk(Sequence& seq, int tokens, bool decode, StepPlan& plan, int& budget);
+  int chunk_size(int remaining, int budget) const;
+
   SchedulerConfig config_;
   std::deque<Sequence*> waiting_;
-  std::vector<Sequence*> running_;
-  std::vector<std::int32_t> free_blocks_;
-  std::vector<int> free_slots_;
+  std::vector<Sequence*> running_;         // in admission order
+  std::vector<std::int32_t> free_blocks_;  // a stack: the lowest id on top
+  std::vector<int> free_slots_;            // sorted descending: the lowest slot at the back
   std::int64_t preemptions_ = 0;
+  std::uint64_t admissions_ = 0;
+  bool plan_outstanding_ = false;
   std::vector<std::unique_ptr<Sequence>> storage_;  // owns every sequence not yet finished
 };
 
