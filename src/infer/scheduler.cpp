@@ -126,6 +126,12 @@ void Scheduler::preempt(Sequence& victim, StepPlan& plan, int& budget) {
 }
 
 bool Scheduler::reserve_blocks(Sequence& seq, int blocks, bool later_only, StepPlan& plan, int& budget) {
+  // Preempt nobody unless the victims allowed would free enough.
+  std::size_t reachable = free_blocks_.size();
+  for (const Sequence* other : running_) {
+    if (other != &seq && (!later_only || other->admitted > seq.admitted)) reachable += other->block_table.size();
+  }
+  if (static_cast<int>(reachable) < blocks - static_cast<int>(seq.block_table.size())) return false;
   while (static_cast<int>(free_blocks_.size()) < blocks - static_cast<int>(seq.block_table.size())) {
     Sequence* victim = nullptr;
     for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
