@@ -46,6 +46,9 @@ struct LoadSettings {
   double max_run_s = 600;     // a run still busy after this many clock seconds stops, marked invalid
   int gpus = 1;               // per-GPU throughput divides by this
 };
+// Throws UsageError naming the flag (--rate, --isl, --osl, --ttft-ms, --tpot-ms, --requests,
+// --warmup, --duration-s, --max-run-s, --gpus) when a setting is impossible. run_load calls it.
+void validate(const LoadSettings& settings);
 
 // Per-request timings (seconds on the clock).
 struct RequestTiming {
@@ -54,6 +57,7 @@ struct RequestTiming {
   double arrival_s = 0, first_token_s = 0, finish_s = 0;
   std::vector<double> token_times_s;  // time of every output token
   bool warmup = false;
+  bool finished = false;  // false when the run was cut before its last token
   double ttft_ms() const;
   double tpot_ms() const;  // (finish - first) / (output_tokens - 1); 0 for one-token outputs
   double e2e_ms() const;
@@ -62,7 +66,14 @@ struct RequestTiming {
 struct Percentiles {
   double p50 = 0, p90 = 0, p99 = 0, mean = 0, max = 0;
   std::int64_t samples = 0;
+  double min = 0, p10 = 0, stddev = 0;  // for the result file's spread
 };
+// Nearest-rank percentiles (docs/serving.md): the p-th percentile of n sorted samples is the
+// sample of rank ceil(p/100 * n) (1-based), so p99 is always an observed value, never below the
+// true fraction. mean, min, max and the sample standard deviation alongside. All 0 for no samples.
+Percentiles percentiles(std::vector<double> samples);
+// One nearest-rank percentile p in (0, 100] of unsorted samples; 0 for an empty set.
+double nearest_rank_percentile(std::vector<double> samples, double p);
 
 struct LoadSummary {
   Scenario scenario = Scenario::offline;
@@ -77,7 +88,16 @@ struct LoadSummary {
   double goodput_fraction = 0;
   bool valid = true;
   std::vector<std::string> invalid_reasons;  // "p99 TTFT 812 ms > bound 500 ms", "run cut at 600 s"
-  std::vector<RequestTiming> timings;
+  std::vector<RequestTiming> timings;        // every issued request in issue order, warm-up ones flagged
+
+  // Context for reports and result records (copied from the settings and the SUT).
+  std::string sut_name;
+  double ttft_bound_ms = 0, tpot_bound_ms = 0;
+  int gpus = 1;
+  int warmup_requests = 0;
+  int finished = 0;        // measured requests that finished (== requests unless the run was cut)
+  bool cut = false;        // max_run_s stopped the run (or the SUT stopped making progress)
+  std::int64_t steps = 0;  // sut.step() calls, warm-up included
 };
 
 // Runs one scenario to completion. Throws UsageError for impossible settings (rate <= 0, lengths
@@ -98,5 +118,7 @@ struct PeakResult {
   std::vector<LoadSummary> probes;  // in the order they ran
 };
 PeakResult find_peak(const std::function<LoadSummary(double rate)>& run_at_rate, const PeakSearch& search);
+// Throws UsageError when low <= 0, high <= low, relative_tolerance <= 0 or max_probes < 2.
+void validate(const PeakSearch& search);
 
 }  // namespace gpuscout::serve
