@@ -97,12 +97,17 @@ void linear_add_residual(const Tensor& x, int in_features, const Tensor& w, int 
 // position: pairs (i, i + D/2), inverse frequency theta^(-2i/D), FP32, stored as BF16.
 void rope(Tensor& qkv, int stride, int col0, int heads, int head_dim, const std::vector<int>& positions, double theta) {
   const int half = head_dim / 2;
+  // theta^(-2i/D) in double rounded once to FP32, as the GPU kernel does (theta passes through FP32
+  // on its way there); the angle is the FP32 product position * inv_freq.
+  std::vector<float> inv_freq(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(theta)), -2.0 * i / head_dim));
+  }
   for (std::size_t r = 0; r < positions.size(); ++r) {
     for (int h = 0; h < heads; ++h) {
       float* v = &qkv[r * stride + col0 + static_cast<std::size_t>(h) * head_dim];
       for (int i = 0; i < half; ++i) {
-        const float inv_freq = std::pow(static_cast<float>(theta), -2.0f * static_cast<float>(i) / static_cast<float>(head_dim));
-        const float angle = static_cast<float>(positions[r]) * inv_freq;
+        const float angle = static_cast<float>(positions[r]) * inv_freq[i];
         const float c = std::cos(angle);
         const float s = std::sin(angle);
         const float x1 = v[i];

@@ -79,7 +79,7 @@ std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed, 
     const int d = c.head_dim, half = d / 2;
     for (int h = 0; h < heads; ++h) {
       for (int i = 0; i < half; ++i) {
-        const float inv_freq = std::pow(static_cast<float>(c.rope_theta), -2.0f * i / d);
+        const float inv_freq = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(c.rope_theta)), -2.0 * i / d));
         const float a = static_cast<float>(pos) * inv_freq;
         const float x1 = v[h * d + i], x2 = v[h * d + i + half];
         v[h * d + i] = round_to_bf16(x1 * std::cos(a) - x2 * std::sin(a));
