@@ -122,11 +122,11 @@ void validate(const LoadSettings& s) {
   const LengthSpec& l = s.lengths;
   if (l.kind == LengthSpec::Kind::from_file) {
     const std::string from = l.source.empty() ? std::string("the length list") : "'" + l.source + "'";
-    if (l.pairs.empty()) throw UsageError(fmt::format("--lengths-file: {} has no rows", from));
+    if (l.pairs.empty()) throw UsageError(fmt::format("--lengths: {} has no rows", from));
     for (std::size_t i = 0; i < l.pairs.size(); ++i) {
       if (l.pairs[i].first < 1 || l.pairs[i].second < 1) {
         throw UsageError(
-            fmt::format("--lengths-file: row {} of {} has {} input and {} output tokens; both must be >= 1", i + 1,
+            fmt::format("--lengths: row {} of {} has {} input and {} output tokens; both must be >= 1", i + 1,
                         from, l.pairs[i].first, l.pairs[i].second));
       }
     }
@@ -142,11 +142,11 @@ void validate(const LoadSettings& s) {
     throw UsageError(fmt::format("--tpot-ms must be >= 0 ms (0: no bound), got {}", num(s.tpot_bound_ms)));
   }
   if (s.min_requests < 1) throw UsageError(fmt::format("--requests must be at least 1 (got {})", s.min_requests));
-  if (s.max_requests < 1) throw UsageError(fmt::format("--max-requests must be at least 1 (got {})", s.max_requests));
+  if (s.max_requests < 1) throw UsageError(fmt::format("max_requests must be at least 1 (got {})", s.max_requests));
   if (s.warmup_requests < 0)
     throw UsageError(fmt::format("--warmup must be >= 0 requests (got {})", s.warmup_requests));
   if (static_cast<std::int64_t>(s.min_requests) + s.warmup_requests > s.max_requests) {
-    throw UsageError(fmt::format("--requests {} (plus --warmup {}) exceeds the cap of {} requests (--max-requests)",
+    throw UsageError(fmt::format("--requests {} (plus --warmup {}) exceeds the cap of {} issued requests (max_requests)",
                                  s.min_requests, s.warmup_requests, s.max_requests));
   }
   if (!(s.min_duration_s >= 0) || !std::isfinite(s.min_duration_s)) {

@@ -408,6 +408,45 @@ TEST(LoadgenRun, CutRunIsInvalid) {
   EXPECT_FALSE(run_load(stuck2, clock2, offline).valid);
 }
 
+TEST(LoadgenRun, ASystemThatNeverProgressesIsCut) {
+  // A virtual clock that nothing advances would never reach max_run_s.
+  class Frozen final : public SystemUnderTest {
+   public:
+    std::string name() const override { return "frozen"; }
+    std::optional<std::string> reject_reason(const Request&) const override { return std::nullopt; }
+    void submit(const Request&) override { held_ = true; }
+    bool idle() const override { return !held_; }
+    void step(std::vector<TokenEvent>&) override {}
+
+   private:
+    bool held_ = false;
+  } sut;
+  VirtualClock clock;
+  const LoadSummary s = run_load(sut, clock, fixed(Scenario::offline, 10, 4, 2));
+  EXPECT_FALSE(s.valid);
+  EXPECT_TRUE(s.cut);
+  ASSERT_EQ(s.invalid_reasons.size(), 1u);
+  EXPECT_NE(s.invalid_reasons[0].find("frozen made no progress"), std::string::npos) << s.invalid_reasons[0];
+}
+
+TEST(LoadgenRun, OneTokenOutputsHaveNoTpotOrItl) {
+  VirtualClock clock;
+  BatchServer sut(clock, 4, kStep);
+  LoadSettings settings = fixed(Scenario::offline, 10, 1, 8);
+  settings.tpot_bound_ms = 1e-6;  // a one-token request meets any TPOT bound
+  const LoadSummary s = run_load(sut, clock, settings);
+  EXPECT_TRUE(s.valid);
+  EXPECT_EQ(s.ttft_ms.samples, 8);
+  EXPECT_EQ(s.tpot_ms.samples, 0);
+  EXPECT_EQ(s.itl_ms.samples, 0);
+  EXPECT_DOUBLE_EQ(s.goodput_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(s.timings[0].tpot_ms(), 0.0);
+  const results::Record r = to_record(s, "k");
+  EXPECT_EQ(r.find_metric("tpot"), nullptr);  // no samples: no metric
+  EXPECT_EQ(r.find_metric("itl_p99"), nullptr);
+  EXPECT_NE(r.find_metric("ttft"), nullptr);
+}
+
 TEST(LoadgenRun, RejectReasonPropagates) {
   VirtualClock clock;
   BatchServer sut(clock, 8, kStep, 1, /*max_context=*/100);
