@@ -88,6 +88,8 @@ results::Record to_record(const LoadSummary& s, const std::string& key, nlohmann
   add_value(r, "output_tokens_per_s", s.output_tokens_per_s, "tokens/s", "output tokens " + window);
   add_value(r, "output_tokens_per_s_per_gpu", s.output_tokens_per_s_per_gpu, "tokens/s/GPU",
             fmt::format("output tokens/s / {} GPU{}", s.gpus, s.gpus == 1 ? "" : "s"));
+  add_value(r, "input_tokens_per_s_per_gpu", s.input_tokens_per_s_per_gpu, "tokens/s/GPU",
+            fmt::format("input tokens/s / {} GPU{}", s.gpus, s.gpus == 1 ? "" : "s"));
   const std::string bounds =
       fmt::format("TTFT <= {} and TPOT <= {}", s.ttft_bound_ms > 0 ? fmt::format("{} ms", s.ttft_bound_ms) : "any",
                   s.tpot_bound_ms > 0 ? fmt::format("{} ms", s.tpot_bound_ms) : "any");

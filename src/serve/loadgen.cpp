@@ -430,6 +430,7 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
     summary.input_tokens_per_s = input_tokens / summary.duration_s;
     summary.output_tokens_per_s = output_tokens / summary.duration_s;
     summary.output_tokens_per_s_per_gpu = summary.output_tokens_per_s / settings.gpus;
+    summary.input_tokens_per_s_per_gpu = summary.input_tokens_per_s / settings.gpus;
     summary.goodput_requests_per_s = good / summary.duration_s;
   }
   summary.goodput_fraction = summary.requests > 0 ? static_cast<double>(good) / summary.requests : 0.0;

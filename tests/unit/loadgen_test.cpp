@@ -198,7 +198,9 @@ TEST(LoadgenOffline, ThroughputEqualsTheAnalyticValue) {
   two_gpus.gpus = 2;
   VirtualClock clock2;
   BatchServer sut2(clock2, 8, kStep);
-  EXPECT_NEAR(run_load(sut2, clock2, two_gpus).output_tokens_per_s_per_gpu, 4 / kStep, 1e-9);
+  const LoadSummary per_gpu = run_load(sut2, clock2, two_gpus);
+  EXPECT_NEAR(per_gpu.output_tokens_per_s_per_gpu, 4 / kStep, 1e-9);
+  EXPECT_NEAR(per_gpu.input_tokens_per_s_per_gpu, 100 * 4 / (16 * kStep), 1e-9);
 }
 
 TEST(LoadgenOffline, BoundsGiveGoodputButNotValidity) {
@@ -784,6 +786,7 @@ TEST(LoadgenRecords, RunRecord) {
   EXPECT_EQ(r.find_metric("ttft_p99")->statistic, "p99");
   EXPECT_DOUBLE_EQ(r.find_metric("ttft_p99")->value, s.ttft_ms.p99);
   EXPECT_DOUBLE_EQ(r.find_metric("output_tokens_per_s_per_gpu")->value, s.output_tokens_per_s / 2);
+  EXPECT_DOUBLE_EQ(r.find_metric("input_tokens_per_s_per_gpu")->value, s.input_tokens_per_s / 2);
   EXPECT_EQ(r.find_metric("output_tokens_per_s_per_gpu")->unit, "tokens/s/GPU");
   EXPECT_DOUBLE_EQ(r.find_metric("goodput_fraction")->value, 100.0);
   EXPECT_EQ(r.extra["valid"], true);

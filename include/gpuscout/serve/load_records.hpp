@@ -15,7 +15,7 @@ namespace gpuscout::serve {
 //   ttft, tpot, itl, e2e (ms): median (nearest-rank p50) with the spread of the per-request values
 //     (per-gap values for itl); ttft_p99, tpot_p99, itl_p99, e2e_p99 (ms): nearest-rank p99
 //   requests_per_s (requests/s), input_tokens_per_s, output_tokens_per_s (tokens/s),
-//   output_tokens_per_s_per_gpu (tokens/s/GPU), goodput (requests/s), goodput_fraction (%)
+//   output_tokens_per_s_per_gpu, input_tokens_per_s_per_gpu (tokens/s/GPU), goodput (requests/s), goodput_fraction (%)
 // params: the caller's params, then scenario, target_rate (Server), requests, warmup_requests,
 // ttft_bound_ms, tpot_bound_ms and gpus where the caller did not set them. outcome: passed when
 // VALID; failed with the invalid reasons joined by "; " otherwise. extra: valid, invalid_reasons,

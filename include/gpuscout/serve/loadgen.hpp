@@ -84,6 +84,7 @@ struct LoadSummary {
   double requests_per_s = 0;
   double input_tokens_per_s = 0, output_tokens_per_s = 0;
   double output_tokens_per_s_per_gpu = 0;
+  double input_tokens_per_s_per_gpu = 0;
   double goodput_requests_per_s = 0;  // requests meeting both bounds, per second
   double goodput_fraction = 0;
   bool valid = true;
