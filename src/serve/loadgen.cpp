@@ -125,9 +125,8 @@ void validate(const LoadSettings& s) {
     if (l.pairs.empty()) throw UsageError(fmt::format("--lengths: {} has no rows", from));
     for (std::size_t i = 0; i < l.pairs.size(); ++i) {
       if (l.pairs[i].first < 1 || l.pairs[i].second < 1) {
-        throw UsageError(
-            fmt::format("--lengths: row {} of {} has {} input and {} output tokens; both must be >= 1", i + 1,
-                        from, l.pairs[i].first, l.pairs[i].second));
+        throw UsageError(fmt::format("--lengths: row {} of {} has {} input and {} output tokens; both must be >= 1",
+                                     i + 1, from, l.pairs[i].first, l.pairs[i].second));
       }
     }
   } else {
@@ -146,8 +145,9 @@ void validate(const LoadSettings& s) {
   if (s.warmup_requests < 0)
     throw UsageError(fmt::format("--warmup must be >= 0 requests (got {})", s.warmup_requests));
   if (static_cast<std::int64_t>(s.min_requests) + s.warmup_requests > s.max_requests) {
-    throw UsageError(fmt::format("--requests {} (plus --warmup {}) exceeds the cap of {} issued requests (max_requests)",
-                                 s.min_requests, s.warmup_requests, s.max_requests));
+    throw UsageError(
+        fmt::format("--requests {} (plus --warmup {}) exceeds the cap of {} issued requests (max_requests)",
+                    s.min_requests, s.warmup_requests, s.max_requests));
   }
   if (!(s.min_duration_s >= 0) || !std::isfinite(s.min_duration_s)) {
     throw UsageError(fmt::format("--duration-s must be >= 0 s (got {})", num(s.min_duration_s)));
@@ -286,7 +286,9 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
   summary.warmup_requests = settings.warmup_requests;
 
   std::vector<RequestTiming>& timings = summary.timings;
-  timings.reserve(plan.size());
+  // SingleStream with a minimum duration plans up to max_requests; most runs need far fewer.
+  timings.reserve(
+      std::min<std::size_t>(plan.size(), static_cast<std::size_t>(settings.warmup_requests + settings.min_requests)));
   const double deadline = t0 + settings.max_run_s;
   std::size_t next = 0;  // next planned request to issue
   int warmup_left = settings.warmup_requests;
