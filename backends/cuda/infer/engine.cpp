@@ -1,0 +1,929 @@
+// The CUDA serving engine (engine.hpp): weights generated in place, paged KV cache, cuBLASLt or
+// skinny GEMMs chosen by timing, decode steps replayed from CUDA graphs, tensor parallelism.
+//
+// Tensor parallelism (Megatron): QKV and gate/up are column-parallel (each rank holds its heads'
+// rows and its FFN slice), O and down are row-parallel (each rank holds the matching input
+// columns), so each rank's O/down product is a partial sum. Rank 0 runs them with beta = 1 into
+// the residual stream (h + y_0), the other ranks with beta = 0 into their copy of it (y_r), and one
+// in-place all-reduce of the residual leaves h + sum_r y_r on every rank: one GEMM and one
+// collective per projection, no extra add kernel, and every rank's residual stays identical (the
+// all-reduce result is the same on all ranks), which the trick relies on.
+//
+// One host thread per rank (rank 0 is the caller's): each thread enqueues its GPU's step, captures
+// its own graphs and makes its own NCCL calls, as one process per GPU would; the host work of a
+// step (hundreds of launches when eager) runs in parallel and no cross-device NCCL group is needed.
+#include "engine.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#if defined(GPUSCOUT_HAVE_NCCL)
+#include <nccl.h>
+#endif
+
+#include "engine_gemm.hpp"
+#include "gpuscout/cuda/check.hpp"
+#include "gpuscout/infer/weights.hpp"
+#include "gpuscout/util/error.hpp"
+#include "kernels.hpp"
+
+namespace gpuscout::cuda::infer {
+
+namespace gi = gpuscout::infer;
+using gi::WeightKind;
+
+namespace {
+
+constexpr std::size_t kAlign = 256;  // cuBLASLt's default operand alignment assumption
+constexpr std::size_t kLtWorkspaceBytes = 32ull << 20;
+constexpr int kDefaultMaxContext = 32768;
+constexpr double kGB = 1e9;
+
+std::size_t align_up(std::size_t v, std::size_t a) {
+  return (v + a - 1) / a * a;
+}
+int ceil_div(std::int64_t a, std::int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
+
+#if defined(GPUSCOUT_HAVE_NCCL)
+void nccl_check(ncclResult_t rc, const char* what) {
+  if (rc != ncclSuccess)
+    throw gpuscout::Error(fmt::format("{} failed: {} ({})", what, ncclGetErrorString(rc), static_cast<int>(rc)));
+}
+#endif
+
+// Hands out aligned pieces of one allocation. Run the same sequence of take() twice: once with a
+// null base to learn the size, once on the allocation.
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(std::size_t count) {
+    const std::size_t at = used_;
+    used_ = align_up(used_ + count * sizeof(T), kAlign);
+    return base_ == nullptr ? nullptr : reinterpret_cast<T*>(base_ + at);
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  std::size_t used_ = 0;
+};
+
+// The shapes one rank holds.
+struct Shard {
+  int tp = 1, rank = 0;
+  int heads = 0, kv_heads = 0, q_dim = 0, kv_dim = 0, qkv_dim = 0, ffn = 0;
+  int vocab_begin = 0, vocab_count = 0, vocab_stride = 0;  // LM head rows [begin, begin + count)
+};
+
+Shard make_shard(const gi::TransformerConfig& c, int tp, int rank) {
+  Shard s;
+  s.tp = tp;
+  s.rank = rank;
+  s.heads = c.heads / tp;
+  s.kv_heads = c.kv_heads / tp;
+  s.q_dim = s.heads * c.head_dim;
+  s.kv_dim = s.kv_heads * c.head_dim;
+  s.qkv_dim = s.q_dim + 2 * s.kv_dim;
+  s.ffn = c.ffn_hidden / tp;
+  s.vocab_stride = ceil_div(c.vocab, tp);
+  s.vocab_begin = std::min(c.vocab, rank * s.vocab_stride);
+  s.vocab_count = std::min(c.vocab, s.vocab_begin + s.vocab_stride) - s.vocab_begin;
+  return s;
+}
+
+// BF16 weight bytes one GPU holds at tensor-parallel degree `tp` (the largest shard).
+std::int64_t weight_bytes_per_gpu(const gi::TransformerConfig& c, int tp) {
+  const Shard s = make_shard(c, tp, 0);
+  const std::int64_t h = c.hidden;
+  const std::int64_t per_layer =
+      static_cast<std::int64_t>(s.qkv_dim) * h + h * s.q_dim + 2ll * s.ffn * h + h * s.ffn + 2 * h;
+  std::int64_t n = c.layers * per_layer + static_cast<std::int64_t>(c.vocab) * h + h;
+  if (!c.tied_embeddings) n += static_cast<std::int64_t>(s.vocab_stride) * h;
+  return n * 2;
+}
+
+std::int64_t kv_bytes_per_block(const gi::TransformerConfig& c, int tp, int block_size) {
+  return static_cast<std::int64_t>(c.layers) * 2 * (c.kv_heads / tp) * block_size * c.head_dim * 2;
+}
+
+// Offsets (in int32 units) of a step's metadata, one packed block copied with one cudaMemcpyAsync.
+// A function of the step's sizes only, so a decode bucket always gets the same addresses (graphs).
+struct MetaLayout {
+  std::size_t tokens = 0, positions = 0, slots = 0;
+  std::size_t dec_q_start = 0, dec_q_len = 0, dec_ctx = 0, pre_q_start = 0, pre_q_len = 0, pre_ctx = 0;
+  std::size_t sample_rows = 0, dec_tables = 0, pre_tables = 0;
+  std::size_t words = 0;
+
+  static MetaLayout make(int rows, int nd, int np, int ns, int mbps_d, int mbps_p) {
+    MetaLayout m;
+    std::size_t at = 0;
+    auto take = [&at](std::size_t n) {
+      const std::size_t o = at;
+      at += align_up(n, 4);  // 16-byte aligned arrays
+      return o;
+    };
+    m.tokens = take(rows);
+    m.positions = take(rows);
+    m.slots = take(rows);
+    m.dec_q_start = take(nd);
+    m.dec_q_len = take(nd);
+    m.dec_ctx = take(nd);
+    m.pre_q_start = take(np);
+    m.pre_q_len = take(np);
+    m.pre_ctx = take(np);
+    m.sample_rows = take(ns);
+    m.dec_tables = take(static_cast<std::size_t>(nd) * mbps_d);
+    m.pre_tables = take(static_cast<std::size_t>(np) * mbps_p);
+    m.words = at;
+    return m;
+  }
+};
+
+// What one step computes, as the kernels need it.
+struct StepDims {
+  MetaLayout meta;
+  int rows = 0;  // token rows (decode rows first)
+  int nd = 0;    // decode sequences (rows [0, nd))
+  int np = 0;    // prefill chunks
+  int ns = 0;    // sampling rows
+  int mbps_d = 1, mbps_p = 1;
+  int dec_max_ctx = 0, pre_max_ctx = 0, pre_max_q = 0;
+};
+
+// Runs fn(rank) for every rank at once: rank 0 on the calling thread, the others on one persistent
+// thread each (their CUDA device stays current there). Rethrows the first failure.
+class RankPool {
+ public:
+  explicit RankPool(int ranks) : errors_(static_cast<std::size_t>(ranks)) {
+    for (int r = 1; r < ranks; ++r) threads_.emplace_back([this, r] { worker(r); });
+  }
+  ~RankPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  RankPool(const RankPool&) = delete;
+  RankPool& operator=(const RankPool&) = delete;
+
+  void run(const std::function<void(int)>& fn) {
+    if (threads_.empty()) return fn(0);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &fn;
+      pending_ = static_cast<int>(threads_.size());
+      ++generation_;
+      for (auto& e : errors_) e = nullptr;
+    }
+    wake_.notify_all();
+    try {
+      fn(0);
+    } catch (...) {
+      errors_[0] = std::current_exception();
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+    for (auto& e : errors_) {
+      if (e) std::rethrow_exception(e);
+    }
+  }
+
+ private:
+  void worker(int rank) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      try {
+        (*job)(rank);
+      } catch (...) {
+        errors_[static_cast<std::size_t>(rank)] = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --pending_;
+      }
+      done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  std::uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::vector<std::exception_ptr> errors_;
+  std::vector<std::thread> threads_;
+};
+
+struct LayerWeights {
+  bf16 *attn_norm = nullptr, *wqkv = nullptr, *wo = nullptr, *mlp_norm = nullptr, *w_gate_up = nullptr,
+       *w_down = nullptr;
+  bf16 *k_cache = nullptr, *v_cache = nullptr;
+};
+
+// Everything one GPU holds.
+struct Rank {
+  int rank = 0, device = 0;
+  Shard shard;
+  cudaStream_t stream = nullptr;
+#if defined(GPUSCOUT_HAVE_NCCL)
+  ncclComm_t comm = nullptr;
+#endif
+  char *weight_mem = nullptr, *work_mem = nullptr, *kv_mem = nullptr;
+  std::size_t weight_bytes = 0, work_bytes = 0, kv_bytes = 0;
+  std::size_t free_after_weights = 0;
+  bf16 *embedding = nullptr, *final_norm = nullptr, *lm_head = nullptr;
+  std::vector<LayerWeights> layers;
+  // Activations (rows_cap rows unless said) and step buffers.
+  bf16 *h = nullptr, *xn = nullptr, *qkv = nullptr, *attn = nullptr, *gu = nullptr, *act = nullptr;
+  bf16 *gathered = nullptr, *gathered_norm = nullptr, *logits = nullptr;  // max_running rows
+  std::int32_t *cand_index = nullptr, *all_index = nullptr, *sampled = nullptr;
+  float *cand_value = nullptr, *all_value = nullptr;
+  void *attn_workspace = nullptr, *lt_workspace = nullptr;
+  std::int32_t* meta = nullptr;
+  std::unique_ptr<GemmRunner> gemm;
+  int g_qkv = 0, g_o = 0, g_gate_up = 0, g_down = 0, g_lm = 0;
+  std::map<int, cudaGraphExec_t> graphs;  // decode bucket -> replayable step
+};
+
+}  // namespace
+
+struct CudaEngine::Impl {
+  gi::TransformerConfig cfg;
+  EngineOptions opt;
+  EngineInfo info;
+  int tp = 1;
+  int max_context = 0, mbps = 0, rows_cap = 0, max_running = 0, max_step_tokens = 0;
+  std::vector<int> buckets;
+  AttentionShape shape;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  std::unique_ptr<RankPool> pool;
+  std::int32_t* staging = nullptr;      // pinned: the step's metadata
+  std::int32_t* tokens_host = nullptr;  // pinned: sampled tokens
+  std::size_t meta_words_cap = 0;
+  bool keep = false;
+  std::vector<std::vector<float>> logits;
+
+  ~Impl();
+  void allocate_and_init_weights(Rank& r);
+  void allocate_workspace(Rank& r, bool count_only);
+  void forward(Rank& r, const StepDims& d, cudaStream_t stream);
+  void all_reduce(Rank& r, bf16* buf, std::size_t count, cudaStream_t stream);
+  StepDims fill_step(const gi::StepPlan& plan, int bucket);
+  StepDims fill_padding(int bucket);
+  int bucket_for(int n) const;
+  void capture(Rank& r, int bucket, const StepDims& d);
+  void step_on_rank(Rank& r, const StepDims& d, int bucket);
+  void tune(Rank& r, std::vector<std::string>& lines);
+};
+
+CudaEngine::Impl::~Impl() {
+  pool.reset();
+  for (auto& r : ranks) {
+    if (!r) continue;
+    GPUSCOUT_CUDA_CHECK_NOTHROW(cudaSetDevice(r->device));
+    if (r->stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(r->stream));
+    for (auto& [b, g] : r->graphs) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(g));
+    r->gemm.reset();
+#if defined(GPUSCOUT_HAVE_NCCL)
+    if (r->comm) (void)ncclCommDestroy(r->comm);
+#endif
+    for (char* p : {r->weight_mem, r->work_mem, r->kv_mem}) {
+      if (p) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFree(p));
+    }
+    if (r->stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamDestroy(r->stream));
+  }
+  if (staging) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(staging));
+  if (tokens_host) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(tokens_host));
+}
+
+// Weights of one rank in one allocation: embedding (replicated), per layer the norms (replicated),
+// fused QKV rows [q shard | k shard | v shard] of [qkv, hidden], the O shard (its q columns of
+// [hidden, q_dim]), fused gate/up rows [gate shard | up shard], the down shard (its FFN columns of
+// [hidden, ffn]); final norm; the LM head's vocabulary rows of this rank (or the embedding's rows
+// when tied).
+void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
+  const Shard& s = r.shard;
+  const int hidden = cfg.hidden;
+  auto layout = [&](Carver& c) {
+    r.embedding = c.take<bf16>(static_cast<std::size_t>(cfg.vocab) * hidden);
+    r.layers.assign(static_cast<std::size_t>(cfg.layers), {});
+    for (auto& l : r.layers) {
+      l.attn_norm = c.take<bf16>(hidden);
+      l.wqkv = c.take<bf16>(static_cast<std::size_t>(s.qkv_dim) * hidden);
+      l.wo = c.take<bf16>(static_cast<std::size_t>(hidden) * s.q_dim);
+      l.mlp_norm = c.take<bf16>(hidden);
+      l.w_gate_up = c.take<bf16>(2ull * s.ffn * hidden);
+      l.w_down = c.take<bf16>(static_cast<std::size_t>(hidden) * s.ffn);
+    }
+    r.final_norm = c.take<bf16>(hidden);
+    r.lm_head = cfg.tied_embeddings ? nullptr : c.take<bf16>(static_cast<std::size_t>(s.vocab_count) * hidden);
+  };
+  Carver count(nullptr);
+  layout(count);
+  r.weight_bytes = count.used();
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(&r.weight_mem, r.weight_bytes));
+  Carver carve(r.weight_mem);
+  layout(carve);
+  if (cfg.tied_embeddings) r.lm_head = r.embedding + static_cast<std::size_t>(s.vocab_begin) * hidden;
+
+  const std::uint64_t seed = opt.weight_seed;
+  cudaStream_t st = r.stream;
+  auto init = [&](bf16* dst, WeightKind kind, int layer, int in, std::int64_t row0, std::int64_t rows,
+                  std::int64_t col0, std::int64_t cols) {
+    launch_init_weights(dst, seed, kind, static_cast<std::uint32_t>(layer), in, row0, rows, col0, cols, st);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+  };
+  init(r.embedding, WeightKind::embedding, 0, hidden, 0, cfg.vocab, 0, hidden);
+  for (int i = 0; i < cfg.layers; ++i) {
+    const LayerWeights& l = r.layers[static_cast<std::size_t>(i)];
+    init(l.attn_norm, WeightKind::attn_norm, i, hidden, 0, 1, 0, hidden);
+    init(l.wqkv, WeightKind::wq, i, hidden, static_cast<std::int64_t>(s.rank) * s.q_dim, s.q_dim, 0, hidden);
+    init(l.wqkv + static_cast<std::size_t>(s.q_dim) * hidden, WeightKind::wk, i, hidden,
+         static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim, 0, hidden);
+    init(l.wqkv + static_cast<std::size_t>(s.q_dim + s.kv_dim) * hidden, WeightKind::wv, i, hidden,
+         static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim, 0, hidden);
+    init(l.wo, WeightKind::wo, i, cfg.q_dim(), 0, hidden, static_cast<std::int64_t>(s.rank) * s.q_dim, s.q_dim);
+    init(l.mlp_norm, WeightKind::mlp_norm, i, hidden, 0, 1, 0, hidden);
+    init(l.w_gate_up, WeightKind::w_gate, i, hidden, static_cast<std::int64_t>(s.rank) * s.ffn, s.ffn, 0, hidden);
+    init(l.w_gate_up + static_cast<std::size_t>(s.ffn) * hidden, WeightKind::w_up, i, hidden,
+         static_cast<std::int64_t>(s.rank) * s.ffn, s.ffn, 0, hidden);
+    init(l.w_down, WeightKind::w_down, i, cfg.ffn_hidden, 0, hidden, static_cast<std::int64_t>(s.rank) * s.ffn, s.ffn);
+  }
+  init(r.final_norm, WeightKind::final_norm, 0, hidden, 0, 1, 0, hidden);
+  if (!cfg.tied_embeddings) init(r.lm_head, WeightKind::lm_head, 0, hidden, s.vocab_begin, s.vocab_count, 0, hidden);
+  GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+// Activations for rows_cap token rows, sampling buffers for max_running rows, the decode attention
+// split workspace, cuBLASLt's workspace and the metadata block.
+void CudaEngine::Impl::allocate_workspace(Rank& r, bool count_only) {
+  const Shard& s = r.shard;
+  const std::size_t rows = static_cast<std::size_t>(rows_cap);
+  const std::size_t sr = static_cast<std::size_t>(max_running);
+  const std::size_t hidden = static_cast<std::size_t>(cfg.hidden);
+  // gu doubles as the random input of GEMM tuning, logits as its output: sized for the widest.
+  const std::size_t widest_in = std::max<std::size_t>({2ull * s.ffn, hidden, static_cast<std::size_t>(s.q_dim)});
+  const std::size_t widest_out = std::max<std::size_t>(
+      {static_cast<std::size_t>(s.vocab_count), static_cast<std::size_t>(s.qkv_dim), hidden, 2ull * s.ffn});
+  auto layout = [&](Carver& c) {
+    r.h = c.take<bf16>(rows * hidden);
+    r.xn = c.take<bf16>(rows * hidden);
+    r.qkv = c.take<bf16>(rows * s.qkv_dim);
+    r.attn = c.take<bf16>(rows * s.q_dim);
+    r.gu = c.take<bf16>(rows * widest_in);
+    r.act = c.take<bf16>(rows * s.ffn);
+    r.gathered = c.take<bf16>(sr * hidden);
+    r.gathered_norm = c.take<bf16>(sr * hidden);
+    r.logits = c.take<bf16>(sr * widest_out);
+    r.cand_index = c.take<std::int32_t>(sr);
+    r.cand_value = c.take<float>(sr);
+    r.all_index = c.take<std::int32_t>(sr * static_cast<std::size_t>(tp));
+    r.all_value = c.take<float>(sr * static_cast<std::size_t>(tp));
+    r.sampled = c.take<std::int32_t>(sr);
+    r.attn_workspace = c.take<char>(decode_attention_workspace_bytes(max_running, s.heads, cfg.head_dim, max_context));
+    r.lt_workspace = c.take<char>(kLtWorkspaceBytes);
+    r.meta = c.take<std::int32_t>(meta_words_cap);
+  };
+  Carver count(nullptr);
+  layout(count);
+  r.work_bytes = count.used();
+  if (count_only) return;
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(&r.work_mem, r.work_bytes));
+  Carver carve(r.work_mem);
+  layout(carve);
+  // Rows a step leaves unwritten (padding rows of a decode bucket skip attention) stay finite.
+  GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(r.work_mem, 0, r.work_bytes, r.stream));
+}
+
+void CudaEngine::Impl::all_reduce(Rank& r, bf16* buf, std::size_t count, cudaStream_t stream) {
+#if defined(GPUSCOUT_HAVE_NCCL)
+  if (tp > 1) nccl_check(ncclAllReduce(buf, buf, count, ncclBfloat16, ncclSum, r.comm, stream), "ncclAllReduce");
+#else
+  (void)r, (void)buf, (void)count, (void)stream;
+#endif
+}
+
+// One forward pass over the step whose metadata is already in r.meta.
+void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
+  const Shard& s = r.shard;
+  const int hidden = cfg.hidden;
+  const std::int32_t* m = r.meta;
+  const MetaLayout& L = d.meta;
+  const bool first = r.rank == 0;  // adds the residual; the others add their partial sums to it
+  auto batch = [m](std::size_t q_start, std::size_t q_len, std::size_t ctx, std::size_t tables, int mbps, int seqs,
+                   int max_ctx, int max_q) {
+    AttentionBatch b;
+    b.q_start = m + q_start;
+    b.q_len = m + q_len;
+    b.context_len = m + ctx;
+    b.block_tables = m + tables;
+    b.max_blocks_per_seq = mbps;
+    b.num_seqs = seqs;
+    b.max_context = max_ctx;
+    b.max_q_len = max_q;
+    return b;
+  };
+  const AttentionBatch dec =
+      batch(L.dec_q_start, L.dec_q_len, L.dec_ctx, L.dec_tables, d.mbps_d, d.nd, d.dec_max_ctx, 1);
+  const AttentionBatch pre =
+      batch(L.pre_q_start, L.pre_q_len, L.pre_ctx, L.pre_tables, d.mbps_p, d.np, d.pre_max_ctx, d.pre_max_q);
+
+  launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  for (const LayerWeights& l : r.layers) {
+    launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
+    launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
+                         static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    if (d.nd > 0) {
+      launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim,
+                              st);
+      GPUSCOUT_CUDA_CHECK_LAUNCH();
+    }
+    if (d.np > 0) {
+      launch_prefill_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, pre, shape, r.attn, s.q_dim, st);
+      GPUSCOUT_CUDA_CHECK_LAUNCH();
+    }
+    r.gemm->run(r.g_o, d.rows, r.attn, l.wo, r.h, first, st);
+    all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
+    launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
+    launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
+    all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
+  }
+  // Only the sampling rows go through the final norm and the LM head.
+  launch_gather_rows(r.h, m + L.sample_rows, d.ns, hidden, r.gathered, st);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_rmsnorm(r.gathered, r.final_norm, d.ns, hidden, cfg.norm_eps, r.gathered_norm, st);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  r.gemm->run(r.g_lm, d.ns, r.gathered_norm, r.lm_head, r.logits, false, st);
+  if (tp == 1) {
+    launch_argmax(r.logits, d.ns, s.vocab_count, 0, r.sampled, nullptr, st);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+#if defined(GPUSCOUT_HAVE_NCCL)
+  // Per vocabulary shard the best (index, value), all-gathered [ranks, rows], then merged.
+  launch_argmax(r.logits, d.ns, s.vocab_count, s.vocab_begin, r.cand_index, r.cand_value, st);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  nccl_check(ncclGroupStart(), "ncclGroupStart");
+  nccl_check(ncclAllGather(r.cand_index, r.all_index, static_cast<std::size_t>(d.ns), ncclInt32, r.comm, st),
+             "ncclAllGather");
+  nccl_check(ncclAllGather(r.cand_value, r.all_value, static_cast<std::size_t>(d.ns), ncclFloat32, r.comm, st),
+             "ncclAllGather");
+  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+  launch_argmax_merge(r.all_index, r.all_value, tp, d.ns, r.sampled, st);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+#endif
+}
+
+int CudaEngine::Impl::bucket_for(int n) const {
+  for (int b : buckets) {
+    if (b >= n) return b;
+  }
+  return 0;
+}
+
+// Host metadata of a plan into the pinned staging block. bucket > 0: a decode-only step padded to
+// `bucket` rows with the fixed layout of that bucket's graph.
+StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket) {
+  const int bs = opt.kv_block_size;
+  StepDims d;
+  int rows = 0, nd = 0, np = 0, ns = 0;
+  bool in_decode = true;
+  for (const auto& c : plan.chunks) {
+    const int n = static_cast<int>(c.tokens.size());
+    if (n <= 0) throw std::invalid_argument("CudaEngine::execute: a chunk without tokens");
+    const std::int64_t end = static_cast<std::int64_t>(c.start_position) + n;
+    if (end > max_context) {
+      throw gpuscout::UsageError(fmt::format(
+          "sequence {} reaches position {}, beyond the engine's context of {} tokens", c.seq_id, end, max_context));
+    }
+    const int need = ceil_div(end, bs);
+    if (static_cast<int>(c.block_table.size()) < need) {
+      throw std::invalid_argument(
+          fmt::format("CudaEngine::execute: sequence {} has {} KV blocks for {} tokens ({} needed)", c.seq_id,
+                      c.block_table.size(), end, need));
+    }
+    for (int b = 0; b < need; ++b) {
+      if (c.block_table[static_cast<std::size_t>(b)] < 0 ||
+          c.block_table[static_cast<std::size_t>(b)] >= info.kv_blocks) {
+        throw std::invalid_argument(fmt::format("CudaEngine::execute: sequence {} names KV block {} of {}", c.seq_id,
+                                                c.block_table[static_cast<std::size_t>(b)], info.kv_blocks));
+      }
+    }
+    const bool dec = in_decode && c.is_decode();
+    if (!dec) in_decode = false;
+    (dec ? nd : np) += 1;
+    if (dec) {
+      d.dec_max_ctx = std::max<int>(d.dec_max_ctx, static_cast<int>(end));
+      d.mbps_d = std::max(d.mbps_d, need);
+    } else {
+      d.pre_max_ctx = std::max<int>(d.pre_max_ctx, static_cast<int>(end));
+      d.pre_max_q = std::max(d.pre_max_q, n);
+      d.mbps_p = std::max(d.mbps_p, need);
+    }
+    rows += n;
+    ns += c.samples ? 1 : 0;
+  }
+  if (rows > rows_cap || ns > max_running || nd > max_running || np > max_running) {
+    throw std::invalid_argument(
+        fmt::format("CudaEngine::execute: step of {} tokens, {} sequences, {} sampled exceeds the engine's {} tokens / "
+                    "{} sequences",
+                    rows, nd + np, ns, rows_cap, max_running));
+  }
+  const int nd_real = nd, rows_real = rows, ns_real = ns;
+  if (bucket > 0) {
+    // Graph layout: every bucket row is a decode row and samples; the kernels' grids see the
+    // engine's limits, not this step's.
+    rows = nd = ns = bucket;
+    d.mbps_d = mbps;
+    d.dec_max_ctx = max_context;
+  }
+  d.rows = rows;
+  d.nd = nd;
+  d.np = np;
+  d.ns = ns;
+  d.meta = MetaLayout::make(rows, nd, np, ns, d.mbps_d, d.mbps_p);
+  std::int32_t* m = staging;
+  std::memset(m, 0, d.meta.words * sizeof(std::int32_t));
+  int row = 0, di = 0, pi = 0, si = 0;
+  for (const auto& c : plan.chunks) {
+    const int n = static_cast<int>(c.tokens.size());
+    const bool dec = di < nd_real && row == di;  // the leading decode chunks, one row each
+    for (int j = 0; j < n; ++j) {
+      const int pos = c.start_position + j;
+      m[d.meta.tokens + row + j] = c.tokens[static_cast<std::size_t>(j)];
+      m[d.meta.positions + row + j] = pos;
+      m[d.meta.slots + row + j] = c.block_table[static_cast<std::size_t>(pos / bs)] * bs + pos % bs;
+    }
+    const int need = ceil_div(static_cast<std::int64_t>(c.start_position) + n, bs);
+    if (dec) {
+      m[d.meta.dec_q_start + di] = row;
+      m[d.meta.dec_q_len + di] = 1;
+      m[d.meta.dec_ctx + di] = c.start_position + 1;
+      std::copy_n(c.block_table.begin(), need, m + d.meta.dec_tables + static_cast<std::size_t>(di) * d.mbps_d);
+      ++di;
+    } else {
+      m[d.meta.pre_q_start + pi] = row;
+      m[d.meta.pre_q_len + pi] = n;
+      m[d.meta.pre_ctx + pi] = c.start_position + n;
+      std::copy_n(c.block_table.begin(), need, m + d.meta.pre_tables + static_cast<std::size_t>(pi) * d.mbps_p);
+      ++pi;
+    }
+    if (c.samples) m[d.meta.sample_rows + si++] = row + n - 1;
+    row += n;
+  }
+  // Padding rows: token 0 at position 0, stored nowhere (slot -1), attention skipped (context 0).
+  for (int p = rows_real; p < rows; ++p) {
+    m[d.meta.slots + p] = -1;
+    m[d.meta.dec_q_start + p] = p;
+    m[d.meta.dec_q_len + p] = 1;
+    m[d.meta.dec_ctx + p] = 0;
+  }
+  for (int p = ns_real; p < ns; ++p) m[d.meta.sample_rows + p] = p;
+  return d;
+}
+
+StepDims CudaEngine::Impl::fill_padding(int bucket) {
+  return fill_step(gi::StepPlan{}, bucket);
+}
+
+void CudaEngine::Impl::capture(Rank& r, int bucket, const StepDims& d) {
+  cudaGraph_t graph = nullptr;
+  GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    forward(r, d, r.stream);
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    (void)cudaStreamEndCapture(r.stream, &broken);
+    if (broken) (void)cudaGraphDestroy(broken);
+    throw;
+  }
+  GPUSCOUT_CUDA_CHECK(cudaStreamEndCapture(r.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  GPUSCOUT_CUDA_CHECK(rc);
+  r.graphs[bucket] = exec;
+}
+
+void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, int bucket) {
+  GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
+  GPUSCOUT_CUDA_CHECK(
+      cudaMemcpyAsync(r.meta, staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
+  const auto g = bucket > 0 ? r.graphs.find(bucket) : r.graphs.end();
+  if (g != r.graphs.end()) {
+    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second, r.stream));
+  } else {
+    forward(r, d, r.stream);
+  }
+  if (r.rank == 0) {
+    GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(tokens_host, r.sampled, static_cast<std::size_t>(d.ns) * sizeof(std::int32_t),
+                                        cudaMemcpyDeviceToHost, r.stream));
+  }
+  GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+}
+
+void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
+  // Random inputs (not zeros: they run faster than real data) for the timed GEMMs.
+  const std::int64_t n =
+      static_cast<std::int64_t>(buckets.back()) * std::max({cfg.hidden, 2 * r.shard.ffn, r.shard.q_dim});
+  launch_init_weights(r.gu, opt.weight_seed + 7, WeightKind::embedding, 0, 1, 0, 1, 0, n, r.stream);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  for (int b : buckets) {
+    for (int cls : {r.g_qkv, r.g_o, r.g_gate_up, r.g_down, r.g_lm}) {
+      lines.push_back(r.gemm->tune(cls, b, r.gu, r.logits, r.stream));
+    }
+  }
+  GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& config, const EngineOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  Impl& e = *impl;
+  e.cfg = config;
+  e.opt = options;
+  e.tp = static_cast<int>(options.gpus.size());
+  if (e.tp < 1) throw gpuscout::UsageError("CudaEngine: no GPU given");
+  config.check_tensor_parallel(e.tp);
+  e.shape = AttentionShape{config.heads / e.tp, config.kv_heads / e.tp, config.head_dim, options.kv_block_size};
+  if (const char* why = check_attention_shape(e.shape); why != nullptr && *why != '\0') {
+    throw gpuscout::UsageError(fmt::format("{}: {}", config.name, why));
+  }
+  if (options.kv_block_size < 1) throw gpuscout::UsageError("kv block size must be at least 1");
+  if (options.max_running < 1 || options.max_step_tokens < 1) {
+    throw gpuscout::UsageError(fmt::format("max_running ({}) and max_step_tokens ({}) must be at least 1",
+                                           options.max_running, options.max_step_tokens));
+  }
+  if (!(options.memory_fraction > 0.0 && options.memory_fraction <= 1.0)) {
+    throw gpuscout::UsageError(fmt::format("memory fraction {} is not in (0, 1]", options.memory_fraction));
+  }
+#if !defined(GPUSCOUT_HAVE_NCCL)
+  if (e.tp > 1) throw gpuscout::UsageError("tensor parallelism needs NCCL, and this build has none: use --tp 1");
+#endif
+  int device_count = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  for (std::size_t i = 0; i < options.gpus.size(); ++i) {
+    const int g = options.gpus[i];
+    if (g < 0 || g >= device_count) {
+      throw gpuscout::UsageError(fmt::format("GPU {} does not exist ({} visible)", g, device_count));
+    }
+    if (std::count(options.gpus.begin(), options.gpus.end(), g) > 1) {
+      throw gpuscout::UsageError(fmt::format("GPU {} is given twice", g));
+    }
+    cudaDeviceProp prop{};
+    GPUSCOUT_CUDA_CHECK(cudaGetDeviceProperties(&prop, g));
+    if (prop.major < 8) {
+      throw gpuscout::UsageError(
+          fmt::format("GPU {} ({}, compute capability {}.{}) has no BF16 tensor cores: the "
+                      "engine needs compute capability 8.0 or newer",
+                      g, prop.name, prop.major, prop.minor));
+    }
+  }
+  e.max_context = options.max_context > 0
+                      ? options.max_context
+                      : static_cast<int>(std::min<std::int64_t>(
+                            config.max_context > 0 ? config.max_context : kDefaultMaxContext, kDefaultMaxContext));
+  e.mbps = ceil_div(e.max_context, options.kv_block_size);
+  e.max_running = options.max_running;
+  e.max_step_tokens = options.max_step_tokens;
+  for (int b = 1; b < e.max_running; b *= 2) e.buckets.push_back(b);
+  e.buckets.push_back(e.max_running);
+  e.rows_cap = std::max(e.max_step_tokens, e.max_running);
+  e.meta_words_cap =
+      std::max(MetaLayout::make(e.rows_cap, e.max_running, e.max_running, e.max_running, e.mbps, e.mbps).words,
+               MetaLayout::make(e.max_running, e.max_running, 0, e.max_running, e.mbps, 1).words);
+  GPUSCOUT_CUDA_CHECK(cudaHostAlloc(&e.staging, e.meta_words_cap * sizeof(std::int32_t), cudaHostAllocPortable));
+  GPUSCOUT_CUDA_CHECK(cudaHostAlloc(&e.tokens_host, static_cast<std::size_t>(e.max_running) * sizeof(std::int32_t),
+                                    cudaHostAllocPortable));
+
+  for (int r = 0; r < e.tp; ++r) {
+    auto rank = std::make_unique<Rank>();
+    rank->rank = r;
+    rank->device = options.gpus[static_cast<std::size_t>(r)];
+    rank->shard = make_shard(config, e.tp, r);
+    e.ranks.push_back(std::move(rank));
+  }
+
+  // Does it fit? Weights + workspaces + the KV cache of one longest sequence, on every GPU.
+  const std::int64_t weights = weight_bytes_per_gpu(config, e.tp);
+  e.allocate_workspace(*e.ranks[0], true);
+  const std::int64_t work = static_cast<std::int64_t>(e.ranks[0]->work_bytes);
+  const std::int64_t min_kv = kv_bytes_per_block(config, e.tp, options.kv_block_size) * e.mbps;
+  for (auto& r : e.ranks) {
+    GPUSCOUT_CUDA_CHECK(cudaSetDevice(r->device));
+    std::size_t free_b = 0, total_b = 0;
+    GPUSCOUT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const double usable = static_cast<double>(free_b);
+    if (static_cast<double>(weights + work + min_kv) > usable) {
+      std::string fix;
+      for (int t = e.tp * 2; t <= 8; t *= 2) {
+        if (config.heads % t || config.kv_heads % t || config.ffn_hidden % t) break;
+        const std::int64_t need =
+            weight_bytes_per_gpu(config, t) + work + kv_bytes_per_block(config, t, options.kv_block_size) * e.mbps;
+        if (static_cast<double>(need) <= usable) {
+          fix = fmt::format("use --tp {} ({:.1f} GB of weights per GPU)", t, weight_bytes_per_gpu(config, t) / kGB);
+          break;
+        }
+      }
+      if (fix.empty())
+        fix = "no tensor-parallel degree up to 8 fits on GPUs like this one (FP8 weights are not implemented)";
+      throw gpuscout::UsageError(fmt::format(
+          "{} BF16 needs {:.1f} GB of weights per GPU at TP{} plus {:.1f} GB of workspaces and {:.1f} GB of KV cache "
+          "for one "
+          "{}-token sequence, {:.1f} GB free on GPU {}: {}",
+          config.name, weights / kGB, e.tp, work / kGB, min_kv / kGB, e.max_context, usable / kGB, r->device, fix));
+    }
+  }
+
+  e.pool = std::make_unique<RankPool>(e.tp);
+#if defined(GPUSCOUT_HAVE_NCCL)
+  if (e.tp > 1) {
+    std::vector<ncclComm_t> comms(static_cast<std::size_t>(e.tp));
+    nccl_check(ncclCommInitAll(comms.data(), e.tp, options.gpus.data()), "ncclCommInitAll");
+    for (int r = 0; r < e.tp; ++r) e.ranks[static_cast<std::size_t>(r)]->comm = comms[static_cast<std::size_t>(r)];
+  }
+#endif
+
+  // Weights and workspaces, then the KV cache from what the fraction leaves.
+  e.pool->run([&](int ri) {
+    Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
+    GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
+    GPUSCOUT_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+    e.allocate_and_init_weights(r);
+    std::size_t free_b = 0, total_b = 0;
+    GPUSCOUT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    r.free_after_weights = free_b;
+    e.allocate_workspace(r, false);
+  });
+  const std::int64_t block_bytes = kv_bytes_per_block(config, e.tp, options.kv_block_size);
+  std::int64_t blocks = std::numeric_limits<std::int64_t>::max();
+  for (auto& r : e.ranks) {
+    const double budget =
+        options.memory_fraction * static_cast<double>(r->free_after_weights) - static_cast<double>(r->work_bytes);
+    blocks = std::min<std::int64_t>(blocks, budget > 0 ? static_cast<std::int64_t>(budget / block_bytes) : 0);
+  }
+  if (blocks < e.mbps && (options.max_kv_blocks == 0 || options.max_kv_blocks > blocks)) {
+    throw gpuscout::UsageError(fmt::format(
+        "{}: {:.0f}% of the {:.1f} GB left after the weights holds {} KV blocks of {} tokens, fewer than one {}-token "
+        "sequence needs ({}): raise the memory fraction, lower the context or use more GPUs",
+        config.name, options.memory_fraction * 100, e.ranks[0]->free_after_weights / kGB, blocks, options.kv_block_size,
+        e.max_context, e.mbps));
+  }
+  if (options.max_kv_blocks > 0) blocks = std::min(blocks, options.max_kv_blocks);
+  blocks = std::min<std::int64_t>(blocks, std::numeric_limits<std::int32_t>::max() / options.kv_block_size);
+  e.info.kv_blocks = static_cast<int>(blocks);
+
+  std::vector<std::vector<std::string>> choices(static_cast<std::size_t>(e.tp));
+  e.pool->run([&](int ri) {
+    Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
+    const Shard& s = r.shard;
+    GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
+    const std::size_t per_layer =
+        static_cast<std::size_t>(blocks) * s.kv_heads * options.kv_block_size * config.head_dim;
+    r.kv_bytes = per_layer * 2 * sizeof(bf16) * static_cast<std::size_t>(config.layers);
+    GPUSCOUT_CUDA_CHECK(cudaMalloc(&r.kv_mem, r.kv_bytes));
+    auto* kv = reinterpret_cast<bf16*>(r.kv_mem);
+    for (std::size_t l = 0; l < r.layers.size(); ++l) {
+      r.layers[l].k_cache = kv + (2 * l) * per_layer;
+      r.layers[l].v_cache = kv + (2 * l + 1) * per_layer;
+    }
+    r.gemm = std::make_unique<GemmRunner>(r.lt_workspace, kLtWorkspaceBytes);
+    auto collect = [&](auto member) {
+      std::vector<const bf16*> w;
+      for (const auto& l : r.layers) w.push_back(l.*member);
+      return w;
+    };
+    r.g_qkv = r.gemm->add_class("qkv", s.qkv_dim, config.hidden, collect(&LayerWeights::wqkv));
+    r.g_o = r.gemm->add_class("o", config.hidden, s.q_dim, collect(&LayerWeights::wo));
+    r.g_gate_up = r.gemm->add_class("gate_up", 2 * s.ffn, config.hidden, collect(&LayerWeights::w_gate_up));
+    r.g_down = r.gemm->add_class("down", config.hidden, s.ffn, collect(&LayerWeights::w_down));
+    r.g_lm = r.gemm->add_class("lm_head", s.vocab_count, config.hidden, {r.lm_head});
+    e.tune(r, choices[static_cast<std::size_t>(ri)]);
+  });
+  for (int r = 0; r < e.tp; ++r) {
+    for (auto& line : choices[static_cast<std::size_t>(r)]) {
+      e.info.gemm_choices.push_back(e.tp > 1 ? fmt::format("rank {} {}", r, line) : line);
+    }
+  }
+
+  // One eager all-padding step per bucket (checks the path, sets up NCCL's connections outside any
+  // capture), then the capture of that bucket's graph.
+  for (int b : e.buckets) {
+    const StepDims d = e.fill_padding(b);
+    e.pool->run([&](int ri) {
+      Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
+      e.step_on_rank(r, d, 0);
+      if (options.cuda_graphs) e.capture(r, b, d);
+    });
+    if (options.cuda_graphs) e.info.graph_buckets.push_back(b);
+  }
+
+  e.info.tp = e.tp;
+  e.info.weight_bytes_per_gpu = static_cast<std::int64_t>(e.ranks[0]->weight_bytes);
+  e.info.kv_cache_bytes_per_gpu = static_cast<std::int64_t>(e.ranks[0]->kv_bytes);
+  e.info.workspace_bytes_per_gpu = static_cast<std::int64_t>(e.ranks[0]->work_bytes);
+  e.info.kv_block_size = options.kv_block_size;
+  return std::unique_ptr<CudaEngine>(new CudaEngine(std::move(impl)));
+}
+
+CudaEngine::CudaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaEngine::~CudaEngine() = default;
+
+std::string CudaEngine::name() const {
+  return fmt::format("cuda-engine {} TP{}", impl_->cfg.name, impl_->tp);
+}
+int CudaEngine::kv_block_size() const {
+  return impl_->opt.kv_block_size;
+}
+int CudaEngine::kv_blocks() const {
+  return impl_->info.kv_blocks;
+}
+int CudaEngine::max_running() const {
+  return impl_->max_running;
+}
+int CudaEngine::max_step_tokens() const {
+  return impl_->max_step_tokens;
+}
+const EngineInfo& CudaEngine::info() const {
+  return impl_->info;
+}
+const gi::TransformerConfig& CudaEngine::config() const {
+  return impl_->cfg;
+}
+void CudaEngine::keep_logits(bool keep) {
+  impl_->keep = keep;
+}
+const std::vector<std::vector<float>>& CudaEngine::last_logits() const {
+  return impl_->logits;
+}
+
+std::vector<std::int32_t> CudaEngine::execute(const gi::StepPlan& plan) {
+  Impl& e = *impl_;
+  if (plan.chunks.empty()) return {};
+  bool decode_only = true;
+  int sampled = 0;
+  for (const auto& c : plan.chunks) {
+    decode_only = decode_only && c.is_decode() && c.samples;
+    sampled += c.samples ? 1 : 0;
+  }
+  // Decode-only steps run at their bucket's size, so they use the tuned GEMMs (and the graph).
+  const int bucket = decode_only ? e.bucket_for(static_cast<int>(plan.chunks.size())) : 0;
+  const StepDims d = e.fill_step(plan, bucket);
+  const bool use_graph = bucket > 0 && e.opt.cuda_graphs;
+  e.pool->run([&](int ri) { e.step_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, use_graph ? bucket : 0); });
+  if (e.keep) {
+    // Tests only: the sampling rows' logits, every rank's vocabulary shard in order.
+    e.logits.assign(static_cast<std::size_t>(sampled), std::vector<float>(static_cast<std::size_t>(e.cfg.vocab)));
+    std::vector<std::uint16_t> shard;
+    for (auto& r : e.ranks) {
+      const Shard& s = r->shard;
+      shard.resize(static_cast<std::size_t>(sampled) * s.vocab_count);
+      GPUSCOUT_CUDA_CHECK(cudaSetDevice(r->device));
+      GPUSCOUT_CUDA_CHECK(
+          cudaMemcpy(shard.data(), r->logits, shard.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+      for (int i = 0; i < sampled; ++i) {
+        for (int v = 0; v < s.vocab_count; ++v) {
+          e.logits[static_cast<std::size_t>(i)][static_cast<std::size_t>(s.vocab_begin + v)] =
+              gi::bf16_bits_to_float(shard[static_cast<std::size_t>(i) * s.vocab_count + v]);
+        }
+      }
+    }
+  }
+  return std::vector<std::int32_t>(e.tokens_host, e.tokens_host + sampled);
+}
+
+}  // namespace gpuscout::cuda::infer

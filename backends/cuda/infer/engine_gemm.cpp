@@ -1,0 +1,176 @@
+// cuBLASLt (or skinny-kernel) GEMMs of the serving engine; see engine_gemm.hpp for the layout.
+#include "engine_gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <stdexcept>
+
+#include "gpuscout/cuda/check.hpp"
+
+namespace gpuscout::cuda::infer {
+
+namespace {
+constexpr int kRequestedAlgos = 8;
+constexpr int kTimedRounds = 3;
+constexpr int kMaxRotation = 8;  // weight instances cycled through per timed round
+}  // namespace
+
+struct GemmRunner::Class {
+  std::string name;
+  int out = 0, in = 0;
+  std::vector<const bf16*> weights;
+};
+
+struct GemmRunner::Plan {
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  std::vector<cublasLtMatmulHeuristicResult_t> algos;
+  int chosen = 0;       // index into algos
+  bool skinny = false;  // launch_skinny_gemm instead
+  ~Plan() {
+    if (a) (void)cublasLtMatrixLayoutDestroy(a);
+    if (b) (void)cublasLtMatrixLayoutDestroy(b);
+    if (d) (void)cublasLtMatrixLayoutDestroy(d);
+  }
+};
+
+GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
+    : workspace_(workspace), workspace_bytes_(workspace_bytes) {
+  GPUSCOUT_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &workspace_bytes_, sizeof workspace_bytes_));
+}
+
+GemmRunner::~GemmRunner() {
+  plans_.clear();
+  if (pref_) (void)cublasLtMatmulPreferenceDestroy(pref_);
+  if (desc_) (void)cublasLtMatmulDescDestroy(desc_);
+  if (lt_) (void)cublasLtDestroy(lt_);
+}
+
+int GemmRunner::add_class(std::string name, int out, int in, std::vector<const bf16*> weights) {
+  auto c = std::make_unique<Class>();
+  c->name = std::move(name);
+  c->out = out;
+  c->in = in;
+  c->weights = std::move(weights);
+  classes_.push_back(std::move(c));
+  return static_cast<int>(classes_.size()) - 1;
+}
+
+GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
+  const std::int64_t key = (static_cast<std::int64_t>(cls) << 32) | static_cast<std::uint32_t>(rows);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  const Class& c = *classes_.at(cls);
+  auto p = std::make_unique<Plan>();
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, c.in, c.out, c.in));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, c.in, rows, c.in));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_16BF, c.out, rows, c.out));
+  std::array<cublasLtMatmulHeuristicResult_t, kRequestedAlgos> results{};
+  int returned = 0;
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, p->a, p->b, p->d, p->d, pref_, kRequestedAlgos,
+                                                       results.data(), &returned));
+  for (int i = 0; i < returned; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) p->algos.push_back(results[i]);
+  }
+  if (p->algos.empty()) {
+    throw std::runtime_error(fmt::format("cuBLASLt has no BF16 algorithm for the {} GEMM [{} x {}] x [{} x {}]^T",
+                                         c.name, rows, c.in, c.out, c.in));
+  }
+  auto& ref = *p;
+  plans_.emplace(key, std::move(p));
+  return ref;
+}
+
+void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skinny, int rows, const bf16* x,
+                        const bf16* w, bf16* y, bool accumulate, cudaStream_t stream) {
+  if (skinny) {
+    launch_skinny_gemm(x, rows, w, c.out, c.in, accumulate ? y : nullptr, y, stream);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const auto& h = p.algos[static_cast<std::size_t>(algo_index)];
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &h.algo, workspace_,
+                                       workspace_bytes_, stream));
+}
+
+void GemmRunner::run(int cls, int rows, const bf16* x, const bf16* w, bf16* y, bool accumulate, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const Plan& p = plan(cls, rows);
+  launch(*classes_[cls], p, p.chosen, p.skinny, rows, x, w, y, accumulate, stream);
+}
+
+std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream) {
+  Plan& p = plan(cls, rows);
+  const Class& c = *classes_[cls];
+  const int rotation = std::min<int>(kMaxRotation, static_cast<int>(c.weights.size()));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&start));
+  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&stop));
+  // Per-call time of one candidate: best of a few rounds, each cycling through `rotation` weights
+  // (distinct layers) so each call reads its weight from HBM, as in a real step.
+  auto time_us = [&](int algo, bool skinny) {
+    for (int i = 0; i < 2; ++i)
+      launch(c, p, algo, skinny, rows, x_scratch, c.weights[i % rotation], y_scratch, false, stream);
+    float best = std::numeric_limits<float>::max();
+    for (int round = 0; round < kTimedRounds; ++round) {
+      GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, stream));
+      for (int i = 0; i < rotation; ++i)
+        launch(c, p, algo, skinny, rows, x_scratch, c.weights[i], y_scratch, false, stream);
+      GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop, stream));
+      GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      GPUSCOUT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      best = std::min(best, ms * 1000.0f / static_cast<float>(rotation));
+    }
+    return static_cast<double>(best);
+  };
+  double best_lt = std::numeric_limits<double>::max();
+  int best_algo = 0;
+  for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
+    // An algorithm the heuristic offered can still refuse these pointers; skip it then.
+    double t = 0;
+    try {
+      t = time_us(a, false);
+    } catch (const CudaError&) {
+      continue;
+    }
+    if (t < best_lt) {
+      best_lt = t;
+      best_algo = a;
+    }
+  }
+  if (best_lt == std::numeric_limits<double>::max()) {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+    throw std::runtime_error(
+        fmt::format("none of the {} cuBLASLt algorithms for the {} GEMM (m={}) ran", p.algos.size(), c.name, rows));
+  }
+  p.chosen = best_algo;
+  p.skinny = false;
+  std::string line;
+  if (rows <= kSkinnyMaxRows) {
+    const double skinny = time_us(0, true);
+    p.skinny = skinny < best_lt;
+    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates)", c.name, rows, c.out,
+                       c.in, p.skinny ? "skinny" : "cublaslt", p.skinny ? skinny : best_lt,
+                       p.skinny ? "cublaslt" : "skinny", p.skinny ? best_lt : skinny, p.algos.size());
+  } else {
+    line = fmt::format("{} m={} ({}x{}): cublaslt {:.1f} us (candidate {} of {})", c.name, rows, c.out, c.in, best_lt,
+                       best_algo + 1, p.algos.size());
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return line;
+}
+
+}  // namespace gpuscout::cuda::infer
