@@ -56,17 +56,26 @@ GPUSCOUT_HD inline float uniform_pm1(std::uint64_t stream, std::uint64_t index) 
 
 // Matrices: uniform with variance 1/in (scale sqrt(3/in)) so activations keep unit scale through
 // every projection. Embedding rows: uniform in [-1, 1). Norm weights: 1 + uniform in [-0.1, 0.1).
+// On the GPU each operation is rounded on its own (__fmul_rn, __fadd_rn): nvcc would otherwise fuse
+// 1 + 0.1 u into one FMA (rounded once) while the host rounds twice, and the bits would differ.
 GPUSCOUT_HD inline float weight_value(std::uint64_t stream, WeightKind kind, std::uint64_t index, int in_features) {
   const float u = uniform_pm1(stream, index);
+#if defined(__CUDA_ARCH__)
+  const float norm = __fadd_rn(1.0f, __fmul_rn(0.1f, u));
+  const float matrix = __fmul_rn(u, __fsqrt_rn(__fdiv_rn(3.0f, static_cast<float>(in_features))));
+#else
+  const float norm = 1.0f + 0.1f * u;
+  const float matrix = u * sqrtf(3.0f / static_cast<float>(in_features));
+#endif
   switch (kind) {
     case WeightKind::embedding:
       return u;
     case WeightKind::attn_norm:
     case WeightKind::mlp_norm:
     case WeightKind::final_norm:
-      return 1.0f + 0.1f * u;
+      return norm;
     default:
-      return u * sqrtf(3.0f / static_cast<float>(in_features));
+      return matrix;
   }
 }
 

@@ -1,0 +1,110 @@
+#pragma once
+// Small device helpers shared by the engine's kernels: BF16 <-> FP32 in 16-byte vectors and
+// warp/block reductions.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace gpuscout::cuda::infer {
+
+// Eight BF16 (one 16-byte vector) to FP32.
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 p = __bfloat1622float2(h[j]);
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+}
+
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  uint4 v;
+  auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+  return v;
+}
+
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* f) {
+  unpack8(*reinterpret_cast<const uint4*>(p), f);
+}
+
+__device__ __forceinline__ void store8(__nv_bfloat16* p, const float* f) {
+  *reinterpret_cast<uint4*>(p) = pack8(f);
+}
+
+// Streamed once (weights, KV cache): read-only path, not kept in L1.
+__device__ __forceinline__ uint4 ldg_stream(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Tensor cores, PTX mma.sync m16n8k16 BF16 -> FP32 (fragment layouts: PTX ISA, "Matrix fragments
+// for mma.m16n8k16"): c += a (16x16, row) * b (16x8, col)
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over a block of kThreads (a multiple of 32); `partial` holds kThreads / 32 floats. Every
+// thread gets the total.
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float v, float* partial) {
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  return total;
+}
+
+// Calls f(std::integral_constant<int, v>) for the v in [kLo, kHi] equal to `value` (kHi when above):
+// one place turns a runtime count (rows, heads per KV head) into a template argument.
+template <int kLo, int kHi, typename F>
+void dispatch_int(int value, F&& f) {
+  if constexpr (kLo == kHi) {
+    f(std::integral_constant<int, kLo>{});
+  } else {
+    if (value <= kLo) {
+      f(std::integral_constant<int, kLo>{});
+    } else {
+      dispatch_int<kLo + 1, kHi>(value, f);
+    }
+  }
+}
+
+// head_dim 32, 64 or 128 (check_attention_shape refuses others) as a template argument.
+template <typename F>
+void dispatch_head_dim(int head_dim, F&& f) {
+  if (head_dim == 32) {
+    f(std::integral_constant<int, 32>{});
+  } else if (head_dim == 64) {
+    f(std::integral_constant<int, 64>{});
+  } else {
+    f(std::integral_constant<int, 128>{});
+  }
+}
+
+}  // namespace gpuscout::cuda::infer

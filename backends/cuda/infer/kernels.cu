@@ -1,0 +1,478 @@
+// The engine's elementwise kernels, greedy sampling and the skinny (decode) GEMM. Attention lives in
+// attention_decode.cu and attention_prefill.cu. Every kernel is one pass over its data with 16-byte
+// accesses where the widths allow (multiples of 8 BF16) and a scalar path otherwise, so the tiny
+// test configurations run the same code shapes as the real ones.
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+#include "gpuscout/cuda/check.hpp"
+#include "kernel_util.cuh"
+#include "kernel_variants.hpp"
+#include "kernels.hpp"
+
+namespace gpuscout::cuda::infer {
+
+namespace {
+
+using gpuscout::infer::WeightKind;
+
+// ---------------------------------------------------------------------------------------------
+// Weights: weights.hpp's function (per-operation rounding on the GPU, so the bits match the host).
+__global__ void init_weights_kernel(bf16* dst, std::uint64_t stream, WeightKind kind, int in_features,
+                                    std::int64_t row0, std::int64_t rows, std::int64_t col0, std::int64_t cols) {
+  const std::int64_t total = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / cols;
+    const std::int64_t c = i - r * cols;
+    const auto index = static_cast<std::uint64_t>((row0 + r) * in_features + col0 + c);
+    const std::uint16_t bits =
+        gpuscout::infer::float_to_bf16_bits(gpuscout::infer::weight_value(stream, kind, index, in_features));
+    dst[i] = __ushort_as_bfloat16(bits);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// out[i] = src[index[i]]: the embedding lookup and the gather before the LM head.
+__global__ void gather_rows_kernel(const bf16* src, const std::int32_t* index, int width, bf16* out) {
+  const bf16* from = src + static_cast<std::int64_t>(index[blockIdx.x]) * width;
+  bf16* to = out + static_cast<std::int64_t>(blockIdx.x) * width;
+  if (width % 8 == 0) {
+    const auto* from4 = reinterpret_cast<const uint4*>(from);
+    auto* to4 = reinterpret_cast<uint4*>(to);
+    for (int v = threadIdx.x; v < width / 8; v += blockDim.x) to4[v] = from4[v];
+  } else {
+    for (int c = threadIdx.x; c < width; c += blockDim.x) to[c] = from[c];
+  }
+}
+
+void gather(const bf16* src, const std::int32_t* index, int count, int width, bf16* out, cudaStream_t stream) {
+  if (count <= 0) return;
+  gather_rows_kernel<<<count, 256, 0, stream>>>(src, index, width, out);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+constexpr int kRowThreads = 256;
+
+__global__ void __launch_bounds__(kRowThreads)
+    rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
+  __shared__ float partial[kRowThreads / 32];
+  const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
+  bf16* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
+  const bool vec = width % 8 == 0;
+  float sum = 0.0f;
+  if (vec) {
+    for (int v = threadIdx.x; v < width / 8; v += kRowThreads) {
+      float f[8];
+      load8(row + 8 * v, f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum += f[j] * f[j];
+    }
+  } else {
+    for (int c = threadIdx.x; c < width; c += kRowThreads) {
+      const float f = __bfloat162float(row[c]);
+      sum += f * f;
+    }
+  }
+  sum = block_sum<kRowThreads>(sum, partial);
+  const float inv = rsqrtf(sum / static_cast<float>(width) + eps);
+  if (vec) {
+    for (int v = threadIdx.x; v < width / 8; v += kRowThreads) {
+      float f[8], w[8];
+      load8(row + 8 * v, f);
+      load8(weight + 8 * v, w);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] = f[j] * inv * w[j];
+      store8(dst + 8 * v, f);
+    }
+  } else {
+    for (int c = threadIdx.x; c < width; c += kRowThreads) {
+      dst[c] = __float2bfloat16_rn(__bfloat162float(row[c]) * inv * __bfloat162float(weight[c]));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+constexpr int kMaxHalfDim = 128;  // head_dim <= 256
+
+// One block per token: rotates the pairs (i, i + D/2) of every Q and K head, then copies the
+// rotated K and the V into the cache slot.
+__global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions,
+                                     const std::int32_t* slot_mapping, AttentionShape shape, float theta, bf16* k_cache,
+                                     bf16* v_cache) {
+  // theta^(-2i/D) in double, rounded once to FP32: the FP32 angle position * inv_freq then matches
+  // a CPU computing the same FP32 product (powf's 2-ulp error would be multiplied by the position).
+  __shared__ float inv_freq[kMaxHalfDim];
+  const int t = blockIdx.x;
+  const int d = shape.head_dim;
+  const int half = d / 2;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    inv_freq[i] = static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d));
+  }
+  __syncthreads();
+  bf16* row = qkv + static_cast<std::int64_t>(t) * qkv_stride;
+  const float position = static_cast<float>(positions[t]);
+  const int rotated_heads = shape.heads + shape.kv_heads;
+  const int slot = slot_mapping[t];
+  const std::int64_t block = slot >= 0 ? slot / shape.block_size : 0;
+  const int offset = slot >= 0 ? slot % shape.block_size : 0;
+  for (int p = threadIdx.x; p < rotated_heads * half; p += blockDim.x) {
+    const int head = p / half;
+    const int i = p - head * half;
+    float s, c;
+    sincosf(position * inv_freq[i], &s, &c);
+    bf16* h = row + head * d;
+    const float a = __bfloat162float(h[i]);
+    const float b = __bfloat162float(h[i + half]);
+    const bf16 ra = __float2bfloat16_rn(a * c - b * s);
+    const bf16 rb = __float2bfloat16_rn(b * c + a * s);
+    h[i] = ra;
+    h[i + half] = rb;
+    if (head >= shape.heads && slot >= 0) {
+      const int kvh = head - shape.heads;
+      bf16* dst = k_cache + ((block * shape.kv_heads + kvh) * shape.block_size + offset) * d;
+      dst[i] = ra;
+      dst[i + half] = rb;
+    }
+  }
+  if (slot < 0) return;
+  const bf16* v = row + rotated_heads * d;
+  for (int e = threadIdx.x; e < shape.kv_heads * d; e += blockDim.x) {
+    const int kvh = e / d;
+    const int j = e - kvh * d;
+    v_cache[((block * shape.kv_heads + kvh) * shape.block_size + offset) * d + j] = v[e];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ float silu(float g) {
+  return g / (1.0f + __expf(-g));
+}
+
+__global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out) {
+  const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  if (ffn % 8 == 0) {
+    for (std::int64_t v = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; v < total / 8;
+         v += stride) {
+      const std::int64_t r = (8 * v) / ffn;
+      const std::int64_t c = 8 * v - r * ffn;
+      float g[8], u[8];
+      load8(gate_up + r * 2 * ffn + c, g);
+      load8(gate_up + r * 2 * ffn + ffn + c, u);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) g[j] = silu(g[j]) * u[j];
+      store8(out + 8 * v, g);
+    }
+  } else {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total; i += stride) {
+      const std::int64_t r = i / ffn;
+      const std::int64_t c = i - r * ffn;
+      const float g = __bfloat162float(gate_up[r * 2 * ffn + c]);
+      const float u = __bfloat162float(gate_up[r * 2 * ffn + ffn + c]);
+      out[i] = __float2bfloat16_rn(silu(g) * u);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argmax: (value, index) pairs ordered by value, then by the lower index.
+struct Best {
+  float value;
+  int index;
+};
+
+__device__ __forceinline__ Best better(Best a, Best b) {
+  return (b.value > a.value || (b.value == a.value && b.index < a.index)) ? b : a;
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    argmax_kernel(const bf16* logits, int vocab, int index_offset, std::int32_t* max_index, float* max_value) {
+  __shared__ Best partial[kRowThreads / 32];
+  const bf16* row = logits + static_cast<std::int64_t>(blockIdx.x) * vocab;
+  Best best{-INFINITY, INT_MAX};
+  if (vocab % 8 == 0) {
+    for (int v = threadIdx.x; v < vocab / 8; v += kRowThreads) {
+      float f[8];
+      load8(row + 8 * v, f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) best = better(best, Best{f[j], 8 * v + j});
+    }
+  } else {
+    for (int c = threadIdx.x; c < vocab; c += kRowThreads) best = better(best, Best{__bfloat162float(row[c]), c});
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    best = better(best, Best{__shfl_xor_sync(0xffffffffu, best.value, o), __shfl_xor_sync(0xffffffffu, best.index, o)});
+  }
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kRowThreads / 32; ++w) best = better(best, partial[w]);
+    // A row of NaN or -inf only: index 0, so the token is still valid.
+    if (best.index == INT_MAX) best.index = 0;
+    max_index[blockIdx.x] = best.index + index_offset;
+    if (max_value != nullptr) max_value[blockIdx.x] = best.value;
+  }
+}
+
+__global__ void argmax_merge_kernel(const std::int32_t* candidate_index, const float* candidate_value, int ranks,
+                                    int rows, std::int32_t* out) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  Best best{candidate_value[r], candidate_index[r]};
+  for (int k = 1; k < ranks; ++k)
+    best = better(best, Best{candidate_value[k * rows + r], candidate_index[k * rows + r]});
+  out[r] = best.index;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Skinny GEMM. Each warp owns kCols consecutive rows of W (output columns) and streams them with
+// 16-byte loads, kLoads chunks per lane in flight; x chunks come through L1 (every warp of the
+// block reads the same x) and are reused across the kCols rows. A row of W is read exactly once.
+constexpr int kSkinnyThreads = 256;
+
+template <int R, int kCols, int kLoads>
+__global__ void __launch_bounds__(kSkinnyThreads)
+    skinny_gemm_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
+                       bf16* y) {
+  const int lane = threadIdx.x % 32;
+  const int col0 = (blockIdx.x * (kSkinnyThreads / 32) + threadIdx.x / 32) * kCols;
+  if (col0 >= n) return;
+  const int chunks = k / 8;
+  float acc[R][kCols];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[r][c] = 0.0f;
+  const uint4* wrow[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    wrow[c] = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(col0 + c, n - 1)) * k);
+  }
+  const auto* x4 = reinterpret_cast<const uint4*>(x);
+  for (int base = 0; base < chunks; base += 32 * kLoads) {
+    uint4 wv[kLoads][kCols];
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int ch = base + l * 32 + lane;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) wv[l][c] = ch < chunks ? ldg_stream(wrow[c] + ch) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int ch = base + l * 32 + lane;
+      if (ch >= chunks) break;
+      float wf[kCols][8];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) unpack8(wv[l][c], wf[c]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float xf[8];
+        unpack8(__ldg(x4 + static_cast<std::int64_t>(r) * chunks + ch), xf);
+#pragma unroll
+        for (int c = 0; c < kCols; ++c)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r][c] = fmaf(xf[j], wf[c][j], acc[r][c]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[r][c] = warp_sum(acc[r][c]);
+      // Lane (r * kCols + c) % 32 writes output (r, col0 + c): spreads the stores over the lanes.
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      if (lane == (r * kCols + c) % 32 && col0 + c < n) {
+        const std::int64_t o = static_cast<std::int64_t>(r) * n + col0 + c;
+        float v = acc[r][c];
+        if (residual != nullptr) v += __bfloat162float(residual[o]);
+        y[o] = __float2bfloat16_rn(v);
+      }
+    }
+  }
+}
+
+// Any k (not a multiple of 8, or unaligned pointers): one warp per output column, scalar loads.
+__global__ void skinny_gemm_scalar_kernel(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual,
+                                          bf16* y) {
+  const int lane = threadIdx.x % 32;
+  const int col = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (col >= n) return;
+  for (int r = 0; r < rows; ++r) {
+    float acc = 0.0f;
+    for (int i = lane; i < k; i += 32) {
+      acc = fmaf(__bfloat162float(x[static_cast<std::int64_t>(r) * k + i]),
+                 __bfloat162float(w[static_cast<std::int64_t>(col) * k + i]), acc);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      const std::int64_t o = static_cast<std::int64_t>(r) * n + col;
+      if (residual != nullptr) acc += __bfloat162float(residual[o]);
+      y[o] = __float2bfloat16_rn(acc);
+    }
+  }
+}
+
+// Tensor-core path (k a multiple of 32): a block owns 16 rows of W (16 output columns), its 8 warps
+// split k, and each mma.sync m16n8k16 multiplies 16 W rows by the x rows as its n = 8 columns
+// (rows past `rows` are zeros), so 1 to 8 rows cost the same: W streams at memory speed whatever
+// the batch. The sum over k is order-free, so each lane loads 16 contiguous bytes (8 k values) of
+// W rows g and g + 8 and of x row g and feeds them to the fragment slots it owns (k slots
+// {2t, 2t+1, 2t+8, 2t+9} of two mmas); A and B use the same slot-to-k map, so the product is exact.
+constexpr int kMmaWarps = 8;
+
+template <int kUnroll>
+__global__ void __launch_bounds__(kMmaWarps * 32)
+    skinny_gemm_mma_kernel(const bf16* __restrict__ x, int rows, const bf16* __restrict__ w, int n, int k,
+                           const bf16* residual, bf16* y) {
+  __shared__ float red[kMmaWarps][32 * 4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, tig = lane % 4;
+  const int col0 = blockIdx.x * 16;
+  const auto* wa = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(col0 + g, n - 1)) * k);
+  const auto* wb = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(col0 + g + 8, n - 1)) * k);
+  const auto* xr = reinterpret_cast<const uint4*>(x + static_cast<std::int64_t>(min(g, rows - 1)) * k);
+  const bool x_live = g < rows;
+  const int kblocks = k / 32;  // 32 k per warp step: 4 lanes x 8 values
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int kb0 = warp; kb0 < kblocks; kb0 += kMmaWarps * kUnroll) {
+    uint4 va[kUnroll], vb[kUnroll], vx[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int kb = kb0 + u * kMmaWarps;
+      const bool live = kb < kblocks;
+      const int v = kb * 4 + tig;  // 16-byte vector index within the row
+      va[u] = live ? ldg_stream(wa + v) : make_uint4(0, 0, 0, 0);
+      vb[u] = live ? ldg_stream(wb + v) : make_uint4(0, 0, 0, 0);
+      vx[u] = live && x_live ? __ldg(xr + v) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::uint32_t a0[4] = {va[u].x, vb[u].x, va[u].y, vb[u].y};
+      const std::uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};
+      mma_bf16(c, a0, vx[u].x, vx[u].y);
+      mma_bf16(c, a1, vx[u].z, vx[u].w);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) red[warp][lane * 4 + i] = c[i];
+  __syncthreads();
+  if (threadIdx.x < 32 * 4) {
+    float total = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kMmaWarps; ++v) total += red[v][threadIdx.x];
+    // Element i of lane l: W row g + 8 (i >= 2), x row 2 tig + (i & 1).
+    const int l = threadIdx.x / 4, i = threadIdx.x % 4;
+    const int col = col0 + l / 4 + (i >= 2 ? 8 : 0);
+    const int r = (l % 4) * 2 + (i & 1);
+    if (r < rows && col < n) {
+      const std::int64_t o = static_cast<std::int64_t>(r) * n + col;
+      if (residual != nullptr) total += __bfloat162float(residual[o]);
+      y[o] = __float2bfloat16_rn(total);
+    }
+  }
+}
+
+template <int R>
+void skinny_launch(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream) {
+  // More rows of x: more W rows per warp, so each x chunk read from L1 serves several of them;
+  // loads in flight per lane stay at 8 (kCols * kLoads).
+  constexpr int kCols = R <= 2 ? 1 : (R <= 4 ? 2 : 4);
+  constexpr int kLoads = 8 / kCols;
+  const int per_block = (kSkinnyThreads / 32) * kCols;
+  skinny_gemm_kernel<R, kCols, kLoads>
+      <<<(n + per_block - 1) / per_block, kSkinnyThreads, 0, stream>>>(x, w, n, k, residual, y);
+}
+
+}  // namespace
+
+void launch_init_weights(bf16* dst, std::uint64_t seed, gpuscout::infer::WeightKind kind, std::uint32_t layer,
+                         int in_features, std::int64_t row0, std::int64_t rows, std::int64_t col0, std::int64_t cols,
+                         cudaStream_t stream) {
+  const std::int64_t total = rows * cols;
+  if (total <= 0) return;
+  const std::int64_t blocks = std::min<std::int64_t>((total + 255) / 256, 132 * 16);
+  init_weights_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      dst, gpuscout::infer::tensor_stream(seed, kind, layer), kind, in_features, row0, rows, col0, cols);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, int hidden, bf16* out,
+                      cudaStream_t stream) {
+  gather(table, tokens, rows, hidden, out, stream);
+}
+
+void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count, int width, bf16* out,
+                        cudaStream_t stream) {
+  gather(x, rows_index, count, width, out, stream);
+}
+
+void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {
+  if (rows <= 0) return;
+  rmsnorm_kernel<<<rows, kRowThreads, 0, stream>>>(x, weight, width, eps, out);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
+                          int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
+                          cudaStream_t stream) {
+  if (rows <= 0) return;
+  rope_store_kv_kernel<<<rows, 256, 0, stream>>>(qkv, qkv_stride, positions, slot_mapping, shape, rope_theta, k_cache,
+                                                 v_cache);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
+  const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
+  if (total <= 0) return;
+  const std::int64_t blocks = std::min<std::int64_t>((total / 8 + 255) / 256 + 1, 132 * 16);
+  silu_mul_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(gate_up, rows, ffn, out);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
+                   cudaStream_t stream) {
+  if (rows <= 0) return;
+  argmax_kernel<<<rows, kRowThreads, 0, stream>>>(logits, vocab, index_offset, max_index, max_value);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_argmax_merge(const std::int32_t* candidate_index, const float* candidate_value, int ranks, int rows,
+                         std::int32_t* out, cudaStream_t stream) {
+  if (rows <= 0) return;
+  argmax_merge_kernel<<<(rows + 127) / 128, 128, 0, stream>>>(candidate_index, candidate_value, ranks, rows, out);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf16* w, int n, int k,
+                             const bf16* residual, bf16* y, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0) return;
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+  const bool vec = k % 8 == 0 && aligned && rows <= kSkinnyMaxRows;
+  const bool mma = k % 32 == 0 && aligned && rows <= kSkinnyMaxRows;
+  // Measured on the H200 (bench/NOTES.md): CUDA cores win up to 4 rows (o and down projections by
+  // 10-25%), tensor cores from 8 rows (1.3-1.6x), where the FP32 FMAs of the other path bind.
+  if (path == SkinnyPath::automatic) path = mma && rows > 4 ? SkinnyPath::tensor_core : SkinnyPath::cuda_core;
+  if (path == SkinnyPath::tensor_core && mma) {
+    skinny_gemm_mma_kernel<4><<<(n + 15) / 16, kMmaWarps * 32, 0, stream>>>(x, rows, w, n, k, residual, y);
+  } else if (vec) {
+    dispatch_int<1, kSkinnyMaxRows>(
+        rows, [&](auto r) { skinny_launch<decltype(r)::value>(x, w, n, k, residual, y, stream); });
+  } else {
+    skinny_gemm_scalar_kernel<<<(n + 7) / 8, 256, 0, stream>>>(x, rows, w, n, k, residual, y);
+  }
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_skinny_gemm(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual, bf16* y,
+                        cudaStream_t stream) {
+  launch_skinny_gemm_path(SkinnyPath::automatic, x, rows, w, n, k, residual, y, stream);
+}
+
+}  // namespace gpuscout::cuda::infer

@@ -1,0 +1,828 @@
+// The serving engine's kernels (backends/cuda/infer/kernels.hpp) against straightforward CPU
+// computations on random inputs: paged KV layouts with shuffled block tables, GQA, batches of
+// sequences of different lengths, chunked prefill, padding sequences, argmax ties, the skinny GEMM
+// with its residual aliased to the output. Outputs are poisoned before each launch, so an element
+// the kernel forgot to write fails too.
+//   infer_kernels_test           run the checks; exit 0 passed, 1 failed, 77 no GPU (CTest: skipped)
+//   infer_kernels_test --bench   also time the kernels on Llama-3.1-8B shapes (CUDA events, median)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpuscout/cuda/check.hpp"
+#include "gpuscout/infer/weights.hpp"
+#include "kernel_variants.hpp"
+#include "kernels.hpp"
+
+namespace {
+
+namespace gi = gpuscout::infer;
+using namespace gpuscout::cuda::infer;
+using u16 = std::uint16_t;
+
+std::mt19937_64 rng(20261130);
+int failures = 0;
+
+float to_f(u16 b) {
+  return gi::bf16_bits_to_float(b);
+}
+u16 to_b(float f) {
+  return gi::float_to_bf16_bits(f);
+}
+constexpr u16 kPoison = 0x7FC1;  // a NaN: any element left unwritten fails the comparison
+
+std::vector<u16> random_bf16(std::size_t n, float scale = 1.0f) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<u16> v(n);
+  for (auto& x : v) x = to_b(u(rng));
+  return v;
+}
+
+// Device buffer of T, filled from / copied back to host vectors.
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  std::size_t n = 0;
+  Dev() = default;
+  explicit Dev(std::size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T))); }
+  explicit Dev(const std::vector<T>& v) : Dev(v.size()) { upload(v); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() { CUDA_CHECK_NOTHROW(cudaFree(p)); }
+  void upload(const std::vector<T>& v) {
+    CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> v(n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  template <typename U = T>
+  U* as() const {
+    return reinterpret_cast<U*>(p);
+  }
+};
+
+void report(const std::string& name, bool ok, const std::string& detail) {
+  std::printf("%-58s %s  %s\n", name.c_str(), ok ? "ok  " : "FAIL", detail.c_str());
+  if (!ok) ++failures;
+}
+
+// BF16 outputs against a reference computed in double. BF16 keeps 8 significant bits (relative
+// rounding step 2^-8 = 3.9e-3, half of it per rounding); FP32 accumulation in another order adds
+// ~1e-6. So: norm-wise ||got - ref|| / ||ref|| <= 1e-2 and each element within 1e-2 |ref| plus
+// 1e-2 of the reference's RMS (elements near zero after cancellation); NaN never passes.
+void check_close(const std::string& name, const std::vector<float>& got, const std::vector<double>& ref,
+                 double rtol = 1e-2) {
+  double num = 0, den = 0, worst = 0;
+  std::size_t bad = 0, first_bad = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) den += ref[i] * ref[i];
+  const double rms = std::sqrt(den / std::max<std::size_t>(ref.size(), 1));
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    if (!(e <= rtol * std::fabs(ref[i]) + rtol * rms)) {
+      if (bad++ == 0) first_bad = i;
+    }
+    if (std::isnan(got[i])) {
+      num = INFINITY;
+    } else {
+      num += e * e;
+    }
+    worst = std::max(worst, e);
+  }
+  const double rel = std::sqrt(num / std::max(den, 1e-300));
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "rel %.2e max|err| %.2e (%zu elements, %zu off", rel, worst, ref.size(), bad);
+  std::string detail = buf;
+  if (bad) {
+    std::snprintf(buf, sizeof buf, ", first #%zu got %g want %g", first_bad, got[first_bad], ref[first_bad]);
+    detail += buf;
+  }
+  report(name, bad == 0 && rel <= rtol, detail + ")");
+}
+
+std::vector<float> floats(const std::vector<u16>& v) {
+  std::vector<float> f(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) f[i] = to_f(v[i]);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+void test_init_weights() {
+  const gi::WeightKind kinds[] = {gi::WeightKind::embedding, gi::WeightKind::attn_norm,  gi::WeightKind::wq,
+                                  gi::WeightKind::wk,        gi::WeightKind::wv,         gi::WeightKind::wo,
+                                  gi::WeightKind::mlp_norm,  gi::WeightKind::w_gate,     gi::WeightKind::w_up,
+                                  gi::WeightKind::w_down,    gi::WeightKind::final_norm, gi::WeightKind::lm_head};
+  std::size_t total = 0, mismatched = 0;
+  for (const auto kind : kinds) {
+    const bool norm =
+        kind == gi::WeightKind::attn_norm || kind == gi::WeightKind::mlp_norm || kind == gi::WeightKind::final_norm;
+    const int in = norm ? 1000 : 333;
+    // A shard in the middle of a larger tensor (tensor parallelism): rows and columns offset.
+    const std::int64_t row0 = norm ? 0 : 57, rows = norm ? 1 : 41, col0 = norm ? 0 : 100, cols = norm ? in : 117;
+    const std::uint32_t layer = 3;
+    Dev<u16> d(rows * cols);
+    std::vector<u16> poison(d.n, kPoison);
+    d.upload(poison);
+    launch_init_weights(d.as<bf16>(), 42, kind, layer, in, row0, rows, col0, cols, nullptr);
+    const auto got = d.download();
+    const auto stream = gi::tensor_stream(42, kind, layer);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const auto idx = static_cast<std::uint64_t>((row0 + r) * in + col0 + c);
+        mismatched += got[r * cols + c] != gi::float_to_bf16_bits(gi::weight_value(stream, kind, idx, in));
+        ++total;
+      }
+    }
+  }
+  report("init_weights: bit-exact vs weights.hpp (12 kinds, shards)", mismatched == 0,
+         std::to_string(mismatched) + " of " + std::to_string(total) + " differ");
+}
+
+void test_gather() {
+  const int vocab = 300, hidden = 136, rows = 37;
+  const auto table = random_bf16(static_cast<std::size_t>(vocab) * hidden);
+  std::vector<std::int32_t> tokens(rows);
+  for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % vocab);
+  tokens[1] = tokens[0];  // repeated ids
+  Dev<u16> dt(table), out(static_cast<std::size_t>(rows) * hidden);
+  Dev<std::int32_t> dtok(tokens);
+  out.upload(std::vector<u16>(out.n, kPoison));
+  launch_embedding(dtok.p, rows, dt.as<bf16>(), hidden, out.as<bf16>(), nullptr);
+  auto got = out.download();
+  bool ok = true;
+  for (int r = 0; r < rows; ++r)
+    ok &= std::equal(got.begin() + r * hidden, got.begin() + (r + 1) * hidden,
+                     table.begin() + static_cast<std::size_t>(tokens[r]) * hidden);
+  report("embedding: rows copied exactly (width 136)", ok, "");
+  // gather_rows with an odd width (scalar path).
+  const int width = 37, count = 5;
+  const auto x = random_bf16(static_cast<std::size_t>(rows) * width);
+  std::vector<std::int32_t> idx = {36, 0, 17, 17, 2};
+  Dev<u16> dx(x), dout(static_cast<std::size_t>(count) * width);
+  Dev<std::int32_t> didx(idx);
+  dout.upload(std::vector<u16>(dout.n, kPoison));
+  launch_gather_rows(dx.as<bf16>(), didx.p, count, width, dout.as<bf16>(), nullptr);
+  got = dout.download();
+  ok = true;
+  for (int i = 0; i < count; ++i)
+    ok &= std::equal(got.begin() + i * width, got.begin() + (i + 1) * width, x.begin() + idx[i] * width);
+  report("gather_rows: rows copied exactly (width 37)", ok, "");
+}
+
+void test_rmsnorm() {
+  for (const int width : {4096, 520, 45}) {
+    const int rows = 9;
+    const auto x = random_bf16(static_cast<std::size_t>(rows) * width, 3.0f);
+    std::vector<u16> w(width);
+    for (auto& e : w) e = to_b(1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng));
+    Dev<u16> dx(x), dw(w), out(x.size());
+    out.upload(std::vector<u16>(out.n, kPoison));
+    const float eps = 1e-5f;
+    launch_rmsnorm(dx.as<bf16>(), dw.as<bf16>(), rows, width, eps, out.as<bf16>(), nullptr);
+    std::vector<double> ref(x.size());
+    for (int r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int c = 0; c < width; ++c) ss += static_cast<double>(to_f(x[r * width + c])) * to_f(x[r * width + c]);
+      const double inv = 1.0 / std::sqrt(ss / width + eps);
+      for (int c = 0; c < width; ++c) ref[r * width + c] = to_f(x[r * width + c]) * inv * to_f(w[c]);
+    }
+    check_close("rmsnorm width " + std::to_string(width), floats(out.download()), ref);
+  }
+}
+
+void test_silu_mul() {
+  for (const int ffn : {1024, 44, 13}) {
+    const int rows = 7;
+    const auto gu = random_bf16(static_cast<std::size_t>(rows) * 2 * ffn, 4.0f);
+    Dev<u16> dg(gu), out(static_cast<std::size_t>(rows) * ffn);
+    out.upload(std::vector<u16>(out.n, kPoison));
+    launch_silu_mul(dg.as<bf16>(), rows, ffn, out.as<bf16>(), nullptr);
+    std::vector<double> ref(out.n);
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < ffn; ++i) {
+        const double g = to_f(gu[r * 2 * ffn + i]), u = to_f(gu[r * 2 * ffn + ffn + i]);
+        ref[r * ffn + i] = g / (1 + std::exp(-g)) * u;
+      }
+    check_close("silu_mul ffn " + std::to_string(ffn), floats(out.download()), ref);
+  }
+}
+
+void test_argmax() {
+  for (const int vocab : {128256, 1003}) {
+    const int rows = 6, offset = 5000;
+    auto logits = random_bf16(static_cast<std::size_t>(rows) * vocab, 8.0f);
+    std::vector<int> want(rows);
+    for (int r = 0; r < rows; ++r) {
+      u16* row = logits.data() + static_cast<std::size_t>(r) * vocab;
+      // Plant ties of the maximum: the lowest index must win, wherever the copies sit.
+      const int a = static_cast<int>(rng() % vocab), b = static_cast<int>(rng() % vocab);
+      row[a] = row[b] = to_b(9.5f);
+      if (r == 1) row[vocab - 1] = row[0] = to_b(9.5f);
+      int best = 0;
+      for (int i = 1; i < vocab; ++i)
+        if (to_f(row[i]) > to_f(row[best])) best = i;
+      want[r] = best + offset;
+    }
+    Dev<u16> dl(logits);
+    Dev<std::int32_t> idx(rows);
+    Dev<float> val(rows);
+    idx.upload(std::vector<std::int32_t>(rows, -7));
+    launch_argmax(dl.as<bf16>(), rows, vocab, offset, idx.p, val.p, nullptr);
+    const auto gi_ = idx.download();
+    const auto gv = val.download();
+    bool ok = true;
+    for (int r = 0; r < rows; ++r) ok &= gi_[r] == want[r] && gv[r] == 9.5f;
+    report("argmax vocab " + std::to_string(vocab) + " (ties: lowest index, offset)", ok,
+           "row0 got " + std::to_string(gi_[0]) + " want " + std::to_string(want[0]));
+  }
+  // Merge over 3 ranks: largest value, lowest id on ties.
+  const int ranks = 3, rows = 50;
+  std::vector<std::int32_t> cand(ranks * rows);
+  std::vector<float> vals(ranks * rows);
+  std::vector<std::int32_t> want(rows);
+  for (int r = 0; r < rows; ++r) {
+    for (int k = 0; k < ranks; ++k) {
+      cand[k * rows + r] = k * 1000 + static_cast<int>(rng() % 1000);
+      vals[k * rows + r] = static_cast<float>(rng() % 4);  // many ties
+    }
+    int best = 0;
+    for (int k = 1; k < ranks; ++k) {
+      const float v = vals[k * rows + r], bv = vals[best * rows + r];
+      if (v > bv || (v == bv && cand[k * rows + r] < cand[best * rows + r])) best = k;
+    }
+    want[r] = cand[best * rows + r];
+  }
+  Dev<std::int32_t> dc(cand), dout(rows);
+  Dev<float> dv(vals);
+  launch_argmax_merge(dc.p, dv.p, ranks, rows, dout.p, nullptr);
+  report("argmax_merge 3 ranks (ties: lowest id)", dout.download() == want, "");
+}
+
+// ---------------------------------------------------------------------------------------------
+void test_skinny_gemm() {
+  struct Case {
+    int rows, n, k;
+    bool residual;
+  };
+  const Case cases[] = {{1, 300, 512, false}, {2, 257, 4096, true}, {3, 100, 72, true},   {4, 64, 1024, false},
+                        {5, 77, 520, true},   {6, 33, 264, false},  {7, 129, 2048, true}, {8, 515, 1536, true},
+                        {8, 40, 100, true},   {1, 9, 13, false}};
+  const std::pair<SkinnyPath, const char*> paths[] = {
+      {SkinnyPath::automatic, "auto"}, {SkinnyPath::cuda_core, "cc"}, {SkinnyPath::tensor_core, "tc"}};
+  for (const auto& [path, path_name] : paths)
+    for (const auto& c : cases) {
+      const auto x = random_bf16(static_cast<std::size_t>(c.rows) * c.k);
+      const float ws = std::sqrt(3.0f / c.k);
+      const auto w = random_bf16(static_cast<std::size_t>(c.n) * c.k, ws);
+      const auto res = random_bf16(static_cast<std::size_t>(c.rows) * c.n);
+      Dev<u16> dx(x), dw(w), dy(static_cast<std::size_t>(c.rows) * c.n);
+      // With a residual, y aliases it (in place, as the engine adds the residual stream).
+      dy.upload(c.residual ? res : std::vector<u16>(dy.n, kPoison));
+      const bf16* residual = c.residual ? dy.as<bf16>() : nullptr;
+      if (path == SkinnyPath::automatic) {
+        launch_skinny_gemm(dx.as<bf16>(), c.rows, dw.as<bf16>(), c.n, c.k, residual, dy.as<bf16>(), nullptr);
+      } else {
+        launch_skinny_gemm_path(path, dx.as<bf16>(), c.rows, dw.as<bf16>(), c.n, c.k, residual, dy.as<bf16>(), nullptr);
+      }
+      std::vector<double> ref(dy.n);
+      for (int r = 0; r < c.rows; ++r)
+        for (int j = 0; j < c.n; ++j) {
+          double acc = c.residual ? to_f(res[r * c.n + j]) : 0.0;
+          for (int i = 0; i < c.k; ++i) acc += static_cast<double>(to_f(x[r * c.k + i])) * to_f(w[j * c.k + i]);
+          ref[r * c.n + j] = acc;
+        }
+      char name[128];
+      std::snprintf(name, sizeof name, "skinny_gemm %s rows %d n %d k %d%s", path_name, c.rows, c.n, c.k,
+                    c.residual ? " +res (aliased)" : "");
+      check_close(name, floats(dy.download()), ref);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A paged KV cache with shuffled blocks, filled with random K and V for every sequence's context.
+struct Paged {
+  AttentionShape shape;
+  int num_blocks = 0;
+  std::vector<u16> k, v;             // [num_blocks, kv_heads, block_size, D]
+  std::vector<std::int32_t> tables;  // [seqs, max_blocks]
+  int max_blocks = 0;
+  std::size_t at(int seq, int token, int kvh, int d) const {
+    const std::int64_t block = tables[static_cast<std::size_t>(seq) * max_blocks + token / shape.block_size];
+    return ((block * shape.kv_heads + kvh) * shape.block_size + token % shape.block_size) * shape.head_dim + d;
+  }
+};
+
+Paged make_paged(const AttentionShape& shape, const std::vector<int>& contexts) {
+  Paged p;
+  p.shape = shape;
+  int max_ctx = 1;
+  for (int c : contexts) max_ctx = std::max(max_ctx, c);
+  p.max_blocks = (max_ctx + shape.block_size - 1) / shape.block_size + 1;
+  int needed = 0;
+  for (int c : contexts) needed += (c + shape.block_size - 1) / shape.block_size;
+  p.num_blocks = needed + 5;  // spare blocks stay poisoned: a read of one shows as NaN
+  std::vector<int> perm(p.num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  p.tables.assign(contexts.size() * p.max_blocks, 0);
+  int next = 0;
+  for (std::size_t s = 0; s < contexts.size(); ++s)
+    for (int b = 0; b < (contexts[s] + shape.block_size - 1) / shape.block_size; ++b)
+      p.tables[s * p.max_blocks + b] = perm[next++];
+  const std::size_t elems = static_cast<std::size_t>(p.num_blocks) * shape.kv_heads * shape.block_size * shape.head_dim;
+  p.k.assign(elems, kPoison);
+  p.v.assign(elems, kPoison);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (std::size_t s = 0; s < contexts.size(); ++s)
+    for (int t = 0; t < contexts[s]; ++t)
+      for (int h = 0; h < shape.kv_heads; ++h)
+        for (int d = 0; d < shape.head_dim; ++d) {
+          p.k[p.at(static_cast<int>(s), t, h, d)] = to_b(2.0f * u(rng));  // spread-out scores
+          p.v[p.at(static_cast<int>(s), t, h, d)] = to_b(u(rng));
+        }
+  return p;
+}
+
+// out row of query i of sequence s: attention over positions [0, ctx - q_len + i].
+std::vector<double> attention_ref(const Paged& p, const std::vector<u16>& q, int q_stride, int seq, int row, int pos) {
+  const auto& sh = p.shape;
+  const int D = sh.head_dim, group = sh.heads / sh.kv_heads;
+  std::vector<double> o(static_cast<std::size_t>(sh.heads) * D, 0.0);
+  for (int h = 0; h < sh.heads; ++h) {
+    const int kvh = h / group;
+    std::vector<double> s(pos + 1);
+    double m = -INFINITY;
+    for (int t = 0; t <= pos; ++t) {
+      double dot = 0;
+      for (int d = 0; d < D; ++d)
+        dot += static_cast<double>(to_f(q[static_cast<std::size_t>(row) * q_stride + h * D + d])) *
+               to_f(p.k[p.at(seq, t, kvh, d)]);
+      s[t] = dot / std::sqrt(static_cast<double>(D));
+      m = std::max(m, s[t]);
+    }
+    double l = 0;
+    for (auto& e : s) l += (e = std::exp(e - m));
+    for (int t = 0; t <= pos; ++t)
+      for (int d = 0; d < D; ++d) o[h * D + d] += s[t] / l * to_f(p.v[p.at(seq, t, kvh, d)]);
+  }
+  return o;
+}
+
+struct BatchHost {
+  std::vector<std::int32_t> q_start, q_len, ctx;
+};
+
+void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode) {
+  const int seqs = static_cast<int>(b.ctx.size());
+  const Paged p = make_paged(shape, b.ctx);
+  int rows = 0, max_q = 0, max_ctx = 0;
+  for (int s = 0; s < seqs; ++s) {
+    rows = std::max(rows, b.q_start[s] + b.q_len[s]);
+    max_q = std::max(max_q, b.q_len[s]);
+    max_ctx = std::max(max_ctx, b.ctx[s]);
+  }
+  const int D = shape.head_dim;
+  // Q inside a fused QKV-like buffer (stride wider than the Q heads), out with its own stride.
+  const int q_stride = (shape.heads + 2 * shape.kv_heads) * D, out_stride = shape.heads * D + 8;
+  const auto q = random_bf16(static_cast<std::size_t>(rows) * q_stride);
+  Dev<u16> dq(q), dk(p.k), dv(p.v), dout(static_cast<std::size_t>(rows) * out_stride);
+  dout.upload(std::vector<u16>(dout.n, kPoison));
+  Dev<std::int32_t> dqs(b.q_start), dql(b.q_len), dctx(b.ctx), dtab(p.tables);
+  AttentionBatch batch;
+  batch.q_start = dqs.p;
+  batch.q_len = dql.p;
+  batch.context_len = dctx.p;
+  batch.block_tables = dtab.p;
+  batch.max_blocks_per_seq = p.max_blocks;
+  batch.num_seqs = seqs;
+  batch.max_context = max_ctx + 700;  // a loose bound, as with graph capture: extra splits must exit
+  batch.max_q_len = max_q;
+  if (decode) {
+    Dev<unsigned char> ws(decode_attention_workspace_bytes(seqs, shape.heads, D, batch.max_context));
+    launch_decode_attention(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p, dout.as<bf16>(),
+                            out_stride, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    launch_prefill_attention(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, dout.as<bf16>(),
+                             out_stride, nullptr);
+  }
+  const auto got = dout.download();
+  std::vector<float> g;
+  std::vector<double> ref;
+  std::vector<bool> row_used(rows, false);
+  bool padding_ok = true;
+  for (int s = 0; s < seqs; ++s) {
+    for (int i = 0; i < b.q_len[s]; ++i) {
+      const int row = b.q_start[s] + i;
+      row_used[row] = true;
+      if (b.ctx[s] == 0) {  // padding with a query row (decode): zeros
+        for (int e = 0; e < shape.heads * D; ++e)
+          padding_ok &= got[static_cast<std::size_t>(row) * out_stride + e] == 0;
+        continue;
+      }
+      const auto o = attention_ref(p, q, q_stride, s, row, b.ctx[s] - b.q_len[s] + i);
+      ref.insert(ref.end(), o.begin(), o.end());
+      for (int e = 0; e < shape.heads * D; ++e) g.push_back(to_f(got[static_cast<std::size_t>(row) * out_stride + e]));
+    }
+  }
+  // Rows of no sequence and the stride padding stay as they were.
+  bool untouched = true;
+  for (int r = 0; r < rows; ++r)
+    for (int e = row_used[r] ? shape.heads * D : 0; e < out_stride; ++e)
+      untouched &= got[static_cast<std::size_t>(r) * out_stride + e] == kPoison;
+  check_close(name, g, ref);
+  report(name + ": padding rows zero, other memory untouched", padding_ok && untouched, "");
+}
+
+void test_decode_attention() {
+  // Contexts across split boundaries (512), a padding sequence with a row (ctx 0), one with no row.
+  BatchHost b;
+  b.ctx = {1, 17, 512, 513, 1500, 0, 700, 0};
+  b.q_len = {1, 1, 1, 1, 1, 1, 1, 0};
+  b.q_start = {3, 0, 1, 2, 5, 4, 6, 7};  // not in sequence order
+  for (const int D : {128, 64, 32}) {
+    for (const int group : {4, 1, 8, 3}) {
+      if (D != 128 && group != 4) continue;
+      const AttentionShape shape{2 * group, 2, D, 16};
+      run_attention_case(
+          "decode attention D " + std::to_string(D) + " heads " + std::to_string(shape.heads) + " kv 2 block 16", shape,
+          b, true);
+    }
+  }
+  const AttentionShape odd_block{8, 2, 128, 7};  // block size not a power of two
+  run_attention_case("decode attention D 128 heads 8 kv 2 block 7", odd_block, b, true);
+  // Llama-8B heads. split_tokens() picks the split from the grid bound (max_context + 700 here):
+  // the 8 sequences above get 512 tokens (the kv 2 cases above: 128), these 4 get 64 and 256.
+  const AttentionShape llama{32, 8, 128, 16};
+  run_attention_case("decode attention D 128 heads 32 kv 8 (512-token splits)", llama, b, true);
+  BatchHost shortb;
+  shortb.ctx = {1, 17, 512, 513};
+  shortb.q_len = {1, 1, 1, 1};
+  shortb.q_start = {2, 3, 0, 1};
+  run_attention_case("decode attention D 128 heads 32 kv 8 (64-token splits)", llama, shortb, true);
+  BatchHost mid;
+  mid.ctx = {1500, 0, 700, 33};
+  mid.q_len = {1, 1, 1, 1};
+  mid.q_start = {0, 1, 2, 3};
+  run_attention_case("decode attention D 128 heads 32 kv 8 (256-token splits)", llama, mid, true);
+  BatchHost longer;
+  longer.ctx = {5000, 1, 513, 1024, 0, 2047, 300, 4000};
+  longer.q_len = {1, 1, 1, 1, 1, 1, 1, 1};
+  longer.q_start = {7, 6, 5, 4, 3, 2, 1, 0};
+  run_attention_case("decode attention D 128 heads 32 kv 8 (512-token splits, 5000 tokens)", llama, longer, true);
+}
+
+void test_prefill_attention() {
+  // A full prompt, chunked prefills (q_len < ctx), a single-query chunk, padding, lengths that are
+  // not multiples of the 64-row tiles.
+  BatchHost b;
+  b.ctx = {70, 300, 600, 0, 64, 129};
+  b.q_len = {70, 1, 130, 0, 64, 65};
+  b.q_start.resize(b.ctx.size());
+  int row = 0;
+  for (std::size_t s = 0; s < b.ctx.size(); ++s) {
+    b.q_start[s] = row;
+    row += b.q_len[s] + 3;  // gaps between sequences' rows: must stay untouched
+  }
+  for (const int D : {128, 64, 32}) {
+    const AttentionShape shape{8, 2, D, 16};
+    run_attention_case("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16", shape, b, false);
+  }
+  const AttentionShape gqa8{8, 1, 128, 32};
+  run_attention_case("prefill attention D 128 heads 8 kv 1 block 32", gqa8, b, false);
+}
+
+void test_rope_store_kv() {
+  const AttentionShape shape{4, 2, 128, 16};
+  const int rows = 6, D = shape.head_dim, stride = (shape.heads + 2 * shape.kv_heads) * D + 16;
+  const int num_blocks = 8;
+  const float theta = 500000.0f;
+  const std::vector<std::int32_t> positions = {0, 1, 77, 4095, 8191, 131000};
+  const std::vector<std::int32_t> slots = {5, 16 * 3 + 2, -1, 16 * 7 + 15, 0, 33};
+  auto qkv = random_bf16(static_cast<std::size_t>(rows) * stride);
+  const std::size_t cache_elems = static_cast<std::size_t>(num_blocks) * shape.kv_heads * shape.block_size * D;
+  Dev<u16> dqkv(qkv), dk(std::vector<u16>(cache_elems, kPoison)), dv(std::vector<u16>(cache_elems, kPoison));
+  Dev<std::int32_t> dpos(positions), dslot(slots);
+  launch_rope_store_kv(dqkv.as<bf16>(), stride, dpos.p, dslot.p, rows, shape, theta, dk.as<bf16>(), dv.as<bf16>(),
+                       nullptr);
+  const auto got = dqkv.download();
+  const auto kc = dk.download();
+  const auto vc = dv.download();
+  std::vector<double> ref;
+  std::vector<float> g;
+  std::vector<u16> kref(cache_elems, kPoison), vref(cache_elems, kPoison);
+  bool exact = true;
+  for (int t = 0; t < rows; ++t) {
+    const u16* row = qkv.data() + static_cast<std::size_t>(t) * stride;
+    for (int h = 0; h < shape.heads + shape.kv_heads; ++h) {
+      for (int i = 0; i < D / 2; ++i) {
+        // The contract's FP32 angle: FP32 inv_freq times the FP32 position, then exact sin/cos.
+        const float inv_freq = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / D));
+        const double ang = static_cast<float>(positions[t]) * inv_freq;
+        const double a = to_f(row[h * D + i]), b = to_f(row[h * D + i + D / 2]);
+        ref.push_back(a * std::cos(ang) - b * std::sin(ang));
+        ref.push_back(b * std::cos(ang) + a * std::sin(ang));
+        g.push_back(to_f(got[static_cast<std::size_t>(t) * stride + h * D + i]));
+        g.push_back(to_f(got[static_cast<std::size_t>(t) * stride + h * D + i + D / 2]));
+      }
+    }
+    // V and the stride padding unchanged in place.
+    for (int e = (shape.heads + shape.kv_heads) * D; e < stride; ++e)
+      exact &= got[static_cast<std::size_t>(t) * stride + e] == row[e];
+    if (slots[t] < 0) continue;
+    const int block = slots[t] / shape.block_size, off = slots[t] % shape.block_size;
+    for (int h = 0; h < shape.kv_heads; ++h)
+      for (int d = 0; d < D; ++d) {
+        const std::size_t c = ((static_cast<std::size_t>(block) * shape.kv_heads + h) * shape.block_size + off) * D + d;
+        kref[c] = got[static_cast<std::size_t>(t) * stride + (shape.heads + h) * D + d];  // the rotated K, as stored
+        vref[c] = row[(shape.heads + shape.kv_heads + h) * D + d];
+      }
+  }
+  // Same FP32 angle on both sides; sincosf is within 2 ulp even at 1.3e5 rad, so BF16 rounding
+  // of the outputs dominates (check_close's 1e-2).
+  check_close("rope_store_kv: Q and K rotated (theta 5e5, pos to 131000)", g, ref);
+  report("rope_store_kv: K/V at their slots, slot -1 stores nothing, V unchanged", exact && kc == kref && vc == vref,
+         "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing: CUDA events around `reps` calls, after warm-up; median of the samples.
+float median_ms(const std::function<void(int)>& call, int reps, int samples = 25) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3 * reps; ++i) call(i);
+  std::vector<float> t;
+  int it = 0;
+  for (int s = 0; s < samples; ++s) {
+    CUDA_CHECK(cudaEventRecord(a));
+    for (int r = 0; r < reps; ++r) call(it++);
+    CUDA_CHECK(cudaEventRecord(b));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms / reps);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void fill_random_device(u16* p, std::size_t n) {
+  // Weights generator: random BF16 values without a host round trip.
+  launch_init_weights(reinterpret_cast<bf16*>(p), 7, gi::WeightKind::wq, 0, 4096, 0,
+                      static_cast<std::int64_t>(n / 4096), 0, 4096, nullptr);
+  if (n % 4096)
+    launch_init_weights(reinterpret_cast<bf16*>(p + n / 4096 * 4096), 7, gi::WeightKind::wk, 0, 4096, 0, 1, 0,
+                        static_cast<std::int64_t>(n % 4096), nullptr);
+}
+
+// Enough copies that the rotation touches >= 4x the 50 MB L2 (cold reads, as in a decode step).
+int copies_for(std::size_t bytes) {
+  return static_cast<int>(std::max<std::size_t>(2, (400u << 20) / std::max<std::size_t>(bytes, 1) + 1));
+}
+
+// cuBLASLt's y = x W^T for the same shapes (row-major: Y^T = W^T' X^T in column-major terms), the
+// library the engine times the skinny GEMM against.
+struct LtGemm {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  Dev<unsigned char> workspace{32u << 20};
+  bool ok = false;
+  LtGemm(int rows, int n, int k) {
+    CUBLAS_CHECK(cublasLtCreate(&handle));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, rows, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, n, rows, n));
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::size_t ws = workspace.n;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, c, pref, 1, &heuristic, &found));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    ok = found > 0;
+  }
+  void run(const u16* w, const u16* x, u16* y) {
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(handle, op, &alpha, w, a, x, b, &beta, y, c, y, c, &heuristic.algo, workspace.p,
+                                workspace.n, nullptr));
+  }
+  ~LtGemm() {
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(handle);
+  }
+};
+
+void bench() {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("\n# bench on %s (%d SMs); CUDA events, median of 25 samples after warm-up\n", prop.name,
+              prop.multiProcessorCount);
+  // Copy bandwidth: D2D cudaMemcpy of 1 GiB, bytes read + written.
+  {
+    const std::size_t bytes = 1ull << 30;
+    Dev<unsigned char> a(bytes), b(bytes);
+    CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+    const float ms = median_ms([&](int) { CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, 5);
+    std::printf("copy D2D 1 GiB: %.1f GB/s (read + write)\n", 2.0 * bytes / ms / 1e6);
+  }
+  std::printf("\n## skinny_gemm (y = x W^T, BF16): W bytes / time; copy = D2D cudaMemcpy of the W bytes (r+w)\n");
+  std::printf("(path tc: tensor cores, the automatic choice for 5-8 rows when k %% 32 == 0; cc: CUDA cores)\n");
+  std::printf("%-10s %6s %6s %4s %4s %10s %10s %10s %8s %12s %10s\n", "shape", "n", "k", "rows", "path", "us", "GB/s",
+              "copy GB/s", "vs copy", "cublasLt us", "vs Lt");
+  struct Shape {
+    const char* name;
+    int n, k;
+  };
+  const Shape shapes[] = {{"qkv", 6144, 4096},
+                          {"o", 4096, 4096},
+                          {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336},
+                          {"lm_head", 128256, 4096}};
+  for (const auto& s : shapes) {
+    const std::size_t welems = static_cast<std::size_t>(s.n) * s.k, wbytes = welems * 2;
+    const int copies = copies_for(wbytes);
+    Dev<u16> w(welems * copies), x(static_cast<std::size_t>(8) * s.k), y(static_cast<std::size_t>(8) * s.n);
+    fill_random_device(w.p, w.n);
+    fill_random_device(x.p, x.n);
+    // The copy reference: the same bytes, read and written, rotating over the same buffer.
+    Dev<u16> dst(welems);
+    const float copy_ms = median_ms(
+        [&](int i) {
+          CUDA_CHECK(cudaMemcpyAsync(dst.p, w.p + (i % copies) * welems, wbytes / 2, cudaMemcpyDeviceToDevice));
+        },
+        10);
+    const double copy_gbps = wbytes / copy_ms / 1e6;  // wbytes/2 read + wbytes/2 written
+    for (const int rows : {1, 2, 4, 8}) {
+      LtGemm lt(rows, s.n, s.k);
+      float lt_ms = NAN;
+      if (lt.ok) lt_ms = median_ms([&](int i) { lt.run(w.p + (i % copies) * welems, x.p, y.p); }, 10);
+      for (const auto& choice : {std::pair{SkinnyPath::tensor_core, "tc"}, std::pair{SkinnyPath::cuda_core, "cc"}}) {
+        const SkinnyPath path = choice.first;
+        const char* path_name = choice.second;
+        const float ms = median_ms(
+            [&](int i) {
+              launch_skinny_gemm_path(path, x.as<bf16>(), rows, w.as<bf16>() + (i % copies) * welems, s.n, s.k, nullptr,
+                                      y.as<bf16>(), nullptr);
+            },
+            10);
+        const double gbps = wbytes / ms / 1e6;
+        std::printf("%-10s %6d %6d %4d %4s %10.2f %10.1f %10.1f %8.3f %12.2f %10.3f\n", s.name, s.n, s.k, rows,
+                    path_name, ms * 1e3, gbps, copy_gbps, gbps / copy_gbps, lt_ms * 1e3, lt_ms / ms);
+      }
+    }
+  }
+
+  std::printf("\n## decode attention (Llama-3.1-8B: 32 heads, 8 KV heads, D 128, block 16): K+V bytes / time\n");
+  std::printf("(us with grid budgets of 256 / 512 / 1024 blocks; GB/s at the default budget, %d)\n",
+              kDecodeBlockBudget);
+  std::printf("%6s %8s %10s %10s %10s %10s %10s\n", "batch", "context", "us@256", "us@512", "us@1024", "GB/s",
+              "MB read");
+  const AttentionShape shape{32, 8, 128, 16};
+  for (const int batch_size : {1, 32}) {
+    for (const int ctx : {512, 1024, 2048, 4096, 8192}) {
+      const int blocks_per_seq = ctx / shape.block_size;
+      const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
+      const std::size_t bytes = static_cast<std::size_t>(batch_size) * blocks_per_seq * block_elems * 2 * 2;
+      const int sets = copies_for(bytes);
+      const int num_blocks = batch_size * blocks_per_seq * sets;
+      Dev<u16> k(static_cast<std::size_t>(num_blocks) * block_elems), v(k.n);
+      fill_random_device(k.p, k.n);
+      fill_random_device(v.p, v.n);
+      // Each rotation set: its own shuffled blocks.
+      std::vector<int> perm(num_blocks);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::vector<std::int32_t> tables(perm.begin(), perm.end());
+      Dev<std::int32_t> dtab(tables);
+      std::vector<std::int32_t> qs(batch_size), ql(batch_size, 1), cl(batch_size, ctx);
+      std::iota(qs.begin(), qs.end(), 0);
+      Dev<std::int32_t> dqs(qs), dql(ql), dcl(cl);
+      const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+      Dev<u16> q(static_cast<std::size_t>(batch_size) * q_stride), out(static_cast<std::size_t>(batch_size) * 4096);
+      fill_random_device(q.p, q.n);
+      Dev<unsigned char> ws(
+          decode_attention_workspace_bytes_budget(batch_size, shape.heads, shape.head_dim, ctx, 1024));
+      AttentionBatch b;
+      b.q_start = dqs.p;
+      b.q_len = dql.p;
+      b.context_len = dcl.p;
+      b.max_blocks_per_seq = blocks_per_seq;
+      b.num_seqs = batch_size;
+      b.max_context = ctx;
+      b.max_q_len = 1;
+      std::printf("%6d %8d", batch_size, ctx);
+      float default_ms = 0;
+      for (const int budget : {256, 512, 1024}) {
+        const float ms = median_ms(
+            [&](int i) {
+              AttentionBatch bi = b;
+              bi.block_tables = dtab.p + static_cast<std::size_t>(i % sets) * batch_size * blocks_per_seq;
+              launch_decode_attention_budget(budget, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape,
+                                             ws.p, out.as<bf16>(), 4096, nullptr);
+            },
+            10);
+        if (budget == kDecodeBlockBudget) default_ms = ms;
+        std::printf(" %10.2f", ms * 1e3);
+      }
+      std::printf(" %10.1f %10.1f\n", bytes / default_ms / 1e6, bytes / 1e6);
+    }
+  }
+
+  std::printf("\n## prefill attention (32 heads, 8 KV heads, D 128, block 16, causal): 4 D pairs heads / time\n");
+  std::printf("%8s %8s %10s %10s\n", "q_len", "context", "ms", "TFLOP/s");
+  for (const auto& qc : std::vector<std::pair<int, int>>{{8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}}) {
+    const int q_len = qc.first, ctx = qc.second;
+    const int blocks = ctx / shape.block_size;
+    const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
+    Dev<u16> k(static_cast<std::size_t>(blocks) * block_elems), v(k.n);
+    fill_random_device(k.p, k.n);
+    fill_random_device(v.p, v.n);
+    std::vector<std::int32_t> table(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    Dev<std::int32_t> dtab(table), dqs(std::vector<std::int32_t>{0}), dql(std::vector<std::int32_t>{q_len}),
+        dcl(std::vector<std::int32_t>{ctx});
+    const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+    Dev<u16> q(static_cast<std::size_t>(q_len) * q_stride), out(static_cast<std::size_t>(q_len) * 4096);
+    fill_random_device(q.p, q.n);
+    AttentionBatch b;
+    b.q_start = dqs.p;
+    b.q_len = dql.p;
+    b.context_len = dcl.p;
+    b.block_tables = dtab.p;
+    b.max_blocks_per_seq = blocks;
+    b.num_seqs = 1;
+    b.max_context = ctx;
+    b.max_q_len = q_len;
+    const float ms = median_ms(
+        [&](int) {
+          launch_prefill_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape, out.as<bf16>(), 4096,
+                                   nullptr);
+        },
+        3, 21);
+    // Attended pairs: query i (position ctx - q_len + i) sees ctx - q_len + i + 1 keys.
+    const double pairs = static_cast<double>(q_len) * (ctx - q_len) + static_cast<double>(q_len) * (q_len + 1) / 2;
+    const double flops = 4.0 * shape.head_dim * pairs * shape.heads;
+    std::printf("%8d %8d %10.3f %10.1f\n", q_len, ctx, ms, flops / ms / 1e9);
+  }
+  // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
+  {
+    const int m = 8192, n = 4096, k = 4096;
+    Dev<u16> a(static_cast<std::size_t>(m) * k), w(static_cast<std::size_t>(n) * k), y(static_cast<std::size_t>(m) * n);
+    fill_random_device(a.p, a.n);
+    fill_random_device(w.p, w.n);
+    LtGemm lt(m, n, k);
+    if (lt.ok) {
+      const float ms = median_ms([&](int) { lt.run(w.p, a.p, y.p); }, 3, 21);
+      std::printf("cuBLASLt BF16 GEMM %dx%dx%d (y = x W^T): %.1f TFLOP/s\n", m, n, k, 2.0 * m * n * k / ms / 1e9);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
+  try {
+    test_init_weights();
+    test_gather();
+    test_rmsnorm();
+    test_silu_mul();
+    test_argmax();
+    test_rope_store_kv();
+    test_skinny_gemm();
+    test_decode_attention();
+    test_prefill_attention();
+    std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
+    if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+  return failures ? 1 : 0;
+}
