@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "context.hpp"
+#include "gpuscout/advise/advisor.hpp"
 #include "gpuscout/model/memory.hpp"
 #include "gpuscout/specs/spec_db.hpp"
 #include "gpuscout/workloads/model_catalog.hpp"
@@ -421,10 +422,24 @@ void run_plan(AppContext& ctx, const PlanOptions& o) {
   const Planner planner(o, model);
   const auto layouts = planner.layouts();
   std::vector<const specs::GpuSpec*> gpus;
+  // A precision the GPU lacks (no dense peak in the spec DB, e.g. FP8 on A100) is no plan: memory alone
+  // would call it a fit. 16-bit weights are checked by nothing: BF16 runs as FP16 (same bytes) on V100/T4.
+  const bool check_precision = o.precision != "bf16" && o.precision != "fp16";
+  std::vector<std::string> unsupported;
   if (!o.gpu.empty()) {
     gpus.push_back(&ctx.specs().get(o.gpu));
+    if (const auto why = check_precision ? advise::precision_unsupported(*gpus.front(), o.precision) : "";
+        !why.empty()) {
+      throw UsageError("--precision: " + why);
+    }
   } else {
-    for (const auto& g : ctx.specs().all()) gpus.push_back(&g);
+    for (const auto& g : ctx.specs().all()) {
+      if (const auto why = check_precision ? advise::precision_unsupported(g, o.precision) : ""; !why.empty()) {
+        unsupported.push_back(g.name);
+      } else {
+        gpus.push_back(&g);
+      }
+    }
   }
   std::vector<GpuPlan> plans;
   for (const auto* g : gpus) plans.push_back(plan_gpu(planner, *g, layouts));
@@ -439,6 +454,11 @@ void run_plan(AppContext& ctx, const PlanOptions& o) {
     });
   }
   std::vector<Table> tables{summary_table(planner, plans)};
+  if (!unsupported.empty()) {
+    std::string names;
+    for (const auto& n : unsupported) names += (names.empty() ? "" : ", ") + n;
+    tables.front().notes.push_back(fmt::format("Not listed: no {} dense peak in the spec DB: {}", o.precision, names));
+  }
   if (!o.gpu.empty()) {
     const GpuPlan& plan = plans.front();
     const Candidate* shown = plan.chosen ? &*plan.chosen : largest_possible(plan);

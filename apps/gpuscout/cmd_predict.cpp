@@ -57,19 +57,7 @@ model::Calibration resolve_calibration(AppContext& ctx, const specs::GpuSpec& ta
                                        const std::vector<std::string>& files) {
   std::vector<model::Calibration> measured;
   if (!files.empty()) {
-    std::vector<results::ResultSet> sets;
-    for (const auto& f : files) sets.push_back(results::read_result_file(f));
-    std::string spec_name;
-    for (const auto& set : sets) {
-      for (const auto& g : set.gpus) {
-        if (!g.spec_name.empty() && spec_name.empty()) spec_name = g.spec_name;
-      }
-    }
-    const auto& measured_spec = spec_name.empty() ? target : ctx.specs().get(spec_name);
-    auto cal = model::calibration_from_results(sets, measured_spec);
-    cal.files = files;
-    cal.source = fmt::format("measured: --calibration {} ({})", fmt::join(files, " "), measured_spec.name);
-    measured.push_back(std::move(cal));
+    measured.push_back(model::calibration_from_files(files, ctx.specs(), &target));
   } else {
     measured = model::load_calibrations(ctx.data());
   }

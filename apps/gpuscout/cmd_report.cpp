@@ -1,8 +1,10 @@
-// gpuscout report RESULT.json... -o report.html: one self-contained HTML file (inline CSS and SVG
-// charts, no script, nothing fetched) from result files. `-o -` writes the HTML to stdout.
+// gpuscout report RESULT.json... [--advice ADVICE.json] -o report.html: one self-contained HTML file
+// (inline CSS and SVG charts, no script, nothing fetched) from result files and the advisor's output.
+// `-o -` writes the HTML to stdout.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@ struct ReportFlags {
   std::string title = "gpuscout report";
   std::vector<std::string> notes;
   std::vector<std::string> from_history;  // history queries (docs/history.md)
+  std::string advice;                     // gpuscout advise --out FILE
 };
 
 void run_report(AppContext& ctx, const ReportFlags& flags) {
@@ -31,12 +34,21 @@ void run_report(AppContext& ctx, const ReportFlags& flags) {
   for (const auto& query : flags.from_history) {
     for (auto& in : report_inputs_from_history(ctx, query)) inputs.push_back(std::move(in));
   }
-  if (inputs.empty()) throw UsageError("report: give result files, or --from-history QUERY");
+  std::optional<report::ReportInput> advice;
+  if (!flags.advice.empty()) {
+    advice = report::ReportInput{flags.advice, results::read_result_file(flags.advice)};
+    if (advice->result.kind != "advise") {
+      throw UsageError(fmt::format("--advice: {} is a '{}' result, not the output of gpuscout advise --out",
+                                   flags.advice, advice->result.kind));
+    }
+  }
+  if (inputs.empty() && !advice) throw UsageError("report: give result files, --from-history QUERY or --advice FILE");
 
   report::ReportOptions options;
   options.title = flags.title;
   options.generator = fmt::format("gpuscout {} ({})", kVersion, kGitCommit);
   options.banner_notes = flags.notes;
+  if (advice) options.advice = &*advice;
   try {
     options.specs = &ctx.specs();
   } catch (const Error& e) {
@@ -52,8 +64,8 @@ void run_report(AppContext& ctx, const ReportFlags& flags) {
   write_file_atomic(flags.output, html);
   std::size_t records = 0;
   for (const auto& in : inputs) records += in.result.records.size();
-  fmt::print(stderr, "gpuscout report: wrote {} ({} records from {} file{})\n", flags.output, records, inputs.size(),
-             inputs.size() == 1 ? "" : "s");
+  fmt::print(stderr, "gpuscout report: wrote {} ({} records from {} file{}{})\n", flags.output, records, inputs.size(),
+             inputs.size() == 1 ? "" : "s", advice ? ", advice " + flags.advice : "");
 }
 
 }  // namespace
@@ -66,6 +78,7 @@ void register_report_command(CLI::App& app, AppContext& ctx) {
   cmd->add_option("--from-history", flags->from_history,
                   "Runs from the history: last, last:N, a run id, gpu:NAME, host:NAME, kind:K, tag:K:V (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--advice", flags->advice, "Advice to show first (gpuscout advise --out FILE)");
   cmd->add_option("-o,--output", flags->output, "HTML file to write (atomically); '-' for stdout")->required();
   cmd->add_option("--title", flags->title, "Report title");
   cmd->add_option("--note", flags->notes, "A note shown at the top of the report (repeatable)");

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   cli::register_predict_command(app, ctx);
   cli::register_validate_command(app, ctx);
   cli::register_history_command(app, ctx);
+  cli::register_advise_command(app, ctx);
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
   app.parse_complete_callback([&] {

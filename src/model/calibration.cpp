@@ -3,12 +3,15 @@
 #include "gpuscout/model/calibration.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "gpuscout/data/toml_reader.hpp"
+#include "gpuscout/results/result_json.hpp"
+#include "gpuscout/specs/spec_db.hpp"
 #include "gpuscout/util/error.hpp"
 
 namespace gpuscout::model {
@@ -246,6 +249,26 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
         fmt::format("--calibration: no passed gemm, memory or collective records of {} in the files", spec.name));
   }
   cal.source = fmt::format("measured: {} result file(s) of {}", sets.size(), spec.name);
+  return cal;
+}
+
+Calibration calibration_from_files(const std::vector<std::string>& files, const specs::SpecDb& db,
+                                   const specs::GpuSpec* fallback) {
+  std::vector<results::ResultSet> sets;
+  for (const auto& f : files) sets.push_back(results::read_result_file(f));
+  std::string spec_name;
+  for (const auto& set : sets) {
+    for (const auto& g : set.gpus) {
+      if (!g.spec_name.empty() && spec_name.empty()) spec_name = g.spec_name;
+    }
+  }
+  if (spec_name.empty() && !fallback) {
+    throw UsageError(fmt::format("--calibration: {} names no GPU of the spec DB (gpus[].spec_name)", files.front()));
+  }
+  const auto& spec = spec_name.empty() ? *fallback : db.get(spec_name);
+  auto cal = calibration_from_results(sets, spec);
+  cal.files = files;
+  cal.source = fmt::format("measured: --calibration {} ({})", fmt::join(files, " "), spec.name);
   return cal;
 }
 

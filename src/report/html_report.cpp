@@ -760,6 +760,208 @@ Section provenance_section(const std::vector<ReportInput>& inputs) {
 
 // -------------------------------------------------------------------------------- definitions
 
+// ------------------------------------------------------------------------------------- advice
+
+// Option label for tables and chart categories: "4x H200-SXM-141GB fp8".
+std::string option_label(const Record& r) {
+  const std::string mig = string_param(r.params, {"mig"}).value_or("");
+  return fmt::format("{}x {}{} {}", number_param(r.params, {"gpus"}).value_or(0),
+                     string_param(r.params, {"gpu"}).value_or("?"), mig.empty() ? "" : " MIG " + mig,
+                     string_param(r.params, {"precision"}).value_or(""));
+}
+
+std::string layout_label(const Record& r) {
+  const std::string mig = string_param(r.params, {"mig"}).value_or("");
+  std::string out = mig.empty() ? fmt::format("TP{}", number_param(r.params, {"tp"}).value_or(1)) : "MIG " + mig;
+  for (auto [key, name] : {std::pair{"pp", "PP"}, std::pair{"dp", "DP"}}) {
+    const double v = number_param(r.params, {key}).value_or(1);
+    if (v > 1) out += fmt::format(" {}{}", name, v);
+  }
+  const double replicas = number_param(r.params, {"replicas"}).value_or(1);
+  if (replicas > 1) out += fmt::format(" x{} replicas", replicas);
+  return out;
+}
+
+std::string metric_text(const Record& r, const char* name) {
+  const Metric* m = r.find_metric(name);
+  return m ? format_metric(m->value) : "";
+}
+
+std::string json_text(const ojson& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// Cost per unit of work of the owner's option split by TCO term, and the on-demand price, for the
+// stacked bar chart: term share of the owner's hourly cost x the owner's cost per unit.
+std::optional<std::pair<std::vector<double>, double>> cost_split(const Record& r) {
+  const ojson& pricing = r.extra.contains("pricing") ? r.extra["pricing"] : ojson::array();
+  const ojson& terms = r.extra.contains("own_usd_per_gpu_hr") ? r.extra["own_usd_per_gpu_hr"] : ojson::object();
+  std::vector<double> own(4, 0.0);
+  double rent = kNaN;
+  bool any = false;
+  for (const auto& p : pricing) {
+    const std::string way = p.value("way", "");
+    const double unit = p.value("usd_per_unit", 0.0);
+    if (way == "own") {
+      const double c = terms.value("capital", 0.0), e = terms.value("energy", 0.0), l = terms.value("colocation", 0.0),
+                   o = terms.value("opex", 0.0);
+      const double sum = c + e + l + o;
+      if (sum > 0) {
+        own = {c / sum * unit, e / sum * unit, l / sum * unit, o / sum * unit};
+        any = true;
+      }
+    } else if (way == "rent on-demand") {
+      rent = unit;
+      any = true;
+    }
+  }
+  if (!any) return std::nullopt;
+  return std::pair{own, rent};
+}
+
+std::optional<Section> advice_section(const ReportInput& in) {
+  const ResultSet& set = in.result;
+  const Record* head = nullptr;
+  std::vector<const Record*> options, rejected;
+  for (const Record& r : set.records) {
+    if (r.benchmark == "advise-workload") head = &r;
+    if (r.benchmark != "advise") continue;
+    (r.outcome == Outcome::passed ? options : rejected).push_back(&r);
+  }
+  if (!head && options.empty() && rejected.empty()) return std::nullopt;
+  Section s{"advice", "Advice: which GPUs, how many, at what cost", ""};
+  if (head) {
+    const std::string desc = head->extra.value("description", "");
+    appendf(s.body, "<p>Workload <strong>{}</strong> ({}, model {}){}{}.</p>\n",
+            esc(string_param(head->params, {"workload"}).value_or("?")),
+            esc(string_param(head->params, {"task"}).value_or("?")),
+            esc(string_param(head->params, {"model"}).value_or("?")), desc.empty() ? "" : ": ", esc(desc));
+  }
+  appendf(s.body, "<p>From <code>{}</code>, written {} by {}.</p>\n", esc(in.origin), esc(set.provenance.created_utc),
+          esc(command_text(set.provenance.command_line)));
+  // Ranked options, per tier.
+  std::vector<std::string> tiers;
+  for (const Record* r : options) {
+    const std::string t = string_param(r->params, {"tier"}).value_or("");
+    if (std::find(tiers.begin(), tiers.end(), t) == tiers.end()) tiers.push_back(t);
+  }
+  for (const auto& tier : tiers) {
+    HtmlTable table;
+    table.caption = tiers.size() > 1 ? "Tier " + tier : "Ranked options";
+    for (auto c : std::vector<HtmlTable::Col>{{"#", true},
+                                              {"Option"},
+                                              {"Layout"},
+                                              {"Cost", true},
+                                              {"Unit"},
+                                              {"Pay"},
+                                              {"USD/GPU-hr", true},
+                                              {"Total USD", true},
+                                              {"TTFT ms", true},
+                                              {"TPOT ms", true},
+                                              {"Days", true},
+                                              {"Calibration"}})
+      table.cols.push_back(c);
+    std::vector<const Record*> in_tier;
+    for (const Record* r : options) {
+      if (string_param(r->params, {"tier"}).value_or("") == tier) in_tier.push_back(r);
+    }
+    for (const Record* r : in_tier) {
+      const Metric* cost = r->find_metric("cost");
+      const ojson& cal = r->extra.contains("calibration") ? r->extra["calibration"] : ojson::object();
+      table.add_row({format_number(number_param(r->params, {"rank"}).value_or(0), 0), option_label(*r),
+                     layout_label(*r), cost ? format_metric(cost->value) : "", cost ? cost->unit : "",
+                     r->extra.value("best_pricing", ""), metric_text(*r, "usd_per_gpu_hr"),
+                     metric_text(*r, "total_usd"), metric_text(*r, "ttft"), metric_text(*r, "tpot"),
+                     metric_text(*r, "time_to_train"),
+                     fmt::format("{} ±{}%", cal.value("tier", "?"), json_text(cal.value("error_band_pct", ojson(0))))});
+    }
+    s.body += table.render();
+    // Cost per unit of work by TCO term (own) beside the on-demand price, top options.
+    svg::BarChart chart;
+    chart.id = "advice-cost-" + std::to_string(&tier - tiers.data());
+    chart.title = tiers.size() > 1 ? "Cost per unit of work by term, tier " + tier : "Cost per unit of work by term";
+    chart.description =
+        "Owner cost split into capital, energy, colocation and maintenance plus staff, and the "
+        "on-demand rent, per unit of work, for the top-ranked options.";
+    chart.stacked = true;
+    chart.value_labels = false;
+    chart.category_label = "option (own | rent on-demand)";
+    std::string unit;
+    std::vector<std::vector<double>> series(5);
+    for (std::size_t i = 0; i < in_tier.size() && i < 6; ++i) {
+      const auto split = cost_split(*in_tier[i]);
+      if (!split) continue;
+      if (const Metric* m = in_tier[i]->find_metric("cost")) unit = m->unit;
+      const std::string rank = format_number(number_param(in_tier[i]->params, {"rank"}).value_or(0), 0);
+      chart.categories.push_back(fmt::format("#{} own", rank));
+      for (std::size_t k = 0; k < 4; ++k) series[k].push_back(split->first[k]);
+      series[4].push_back(kNaN);
+      if (std::isfinite(split->second)) {
+        chart.categories.push_back(fmt::format("#{} rent", rank));
+        for (std::size_t k = 0; k < 4; ++k) series[k].push_back(kNaN);
+        series[4].push_back(split->second);
+      }
+    }
+    const char* names[] = {"capital", "energy", "colocation", "maintenance + staff", "rent on-demand"};
+    for (std::size_t k = 0; k < 5; ++k) chart.series.push_back({names[k], series[k]});
+    chart.y = svg::make_axis("Cost", unit);
+    if (!chart.categories.empty()) {
+      figure(s.body, svg::render(chart),
+             "Owner terms from the TCO model (data/tco.toml, every input and source in `gpuscout tco`); rent from "
+             "the spec DB's reference on-demand price. Categories: rank and way of paying.");
+    }
+    // Reasons of the top options, in numbers.
+    s.body += "<ol class=\"reasons\">\n";
+    for (std::size_t i = 0; i < in_tier.size() && i < 5; ++i) {
+      appendf(s.body, "<li><strong>{}</strong> {}<ul>\n", esc(option_label(*in_tier[i])),
+              esc(layout_label(*in_tier[i])));
+      if (in_tier[i]->extra.contains("reasons")) {
+        for (const auto& why : in_tier[i]->extra["reasons"]) appendf(s.body, "<li>{}</li>\n", esc(json_text(why)));
+      }
+      s.body += "</ul></li>\n";
+    }
+    s.body += "</ol>\n";
+  }
+  if (options.empty()) s.body += "<p class=\"banner\">No option meets every bound and constraint.</p>\n";
+  if (!rejected.empty()) {
+    HtmlTable table;
+    table.caption = "Rejected, with the numbers that rejected them";
+    for (auto c : std::vector<HtmlTable::Col>{{"Rejected by"}, {"Tier"}, {"GPU"}, {"Precision"}, {"Reason"}})
+      table.cols.push_back(c);
+    for (const Record* r : rejected) {
+      std::string reason;
+      if (r->extra.contains("reasons")) {
+        for (const auto& why : r->extra["reasons"]) reason += (reason.empty() ? "" : "; ") + json_text(why);
+      }
+      const std::string mig = string_param(r->params, {"mig"}).value_or("");
+      table.add_row({r->extra.value("rejected_by", ""), string_param(r->params, {"tier"}).value_or(""),
+                     string_param(r->params, {"gpu"}).value_or("") + (mig.empty() ? "" : " MIG " + mig),
+                     string_param(r->params, {"precision"}).value_or(""), reason.empty() ? r->reason : reason});
+    }
+    s.body += table.render();
+  }
+  // Which figures are measured and which come from the spec sheet.
+  std::map<std::string, std::string> tiers_by_gpu;
+  for (const Record& r : set.records) {
+    if (r.benchmark != "advise" || !r.extra.contains("calibration")) continue;
+    const auto& cal = r.extra["calibration"];
+    tiers_by_gpu.emplace(string_param(r.params, {"gpu"}).value_or("?"),
+                         fmt::format("{} ({})", cal.value("tier", "?"), cal.value("source", "")));
+  }
+  s.body +=
+      "<p>Measured or from the spec sheet: peaks, memory, bandwidth and prices come from the spec DB; the "
+      "efficiencies applied to them are <em>measured</em> (result files of that GPU type), "
+      "<em>transferred</em> (measured on the same architecture) or <em>public</em> (documented figures).</p>\n<ul>\n";
+  for (const auto& [gpu, text] : tiers_by_gpu) appendf(s.body, "<li>{}: {}</li>\n", esc(gpu), esc(text));
+  s.body += "</ul>\n";
+  if (head && head->extra.contains("assumptions")) {
+    s.body += "<p>Assumptions:</p>\n<ul>\n";
+    for (const auto& a : head->extra["assumptions"]) appendf(s.body, "<li>{}</li>\n", esc(json_text(a)));
+    s.body += "</ul>\n";
+  }
+  return s;
+}
+
 Section definitions_section() {
   static const std::vector<std::pair<std::string, std::string>> kTerms = {
       {"TFLOP/s", "1e12 floating-point operations per second (TOP/s for INT8). GEMM throughput = 2·M·N·K / time."},
@@ -860,6 +1062,9 @@ std::string html_escape(std::string_view text) {
 
 std::string render_html_report(const std::vector<ReportInput>& inputs, const ReportOptions& options) {
   std::vector<Section> sections;
+  if (options.advice) {
+    if (auto s = advice_section(*options.advice)) sections.push_back(std::move(*s));
+  }
   if (auto s = gemm_section(inputs, options)) sections.push_back(std::move(*s));
   if (auto s = memory_section(inputs, options)) sections.push_back(std::move(*s));
   if (auto s = transfer_section(inputs)) sections.push_back(std::move(*s));

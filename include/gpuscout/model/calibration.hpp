@@ -15,6 +15,10 @@
 #include "gpuscout/results/result.hpp"
 #include "gpuscout/specs/gpu_spec.hpp"
 
+namespace gpuscout::specs {
+class SpecDb;
+}
+
 namespace gpuscout::model {
 
 // (x, efficiency) points, x ascending; interpolated in log2(x), clamped at the ends.
@@ -70,6 +74,13 @@ std::vector<Calibration> load_calibrations(const data::DataSource& source);
 // Records of other GPUs (gpus[].spec_name) are ignored. Throws UsageError when nothing usable is found.
 Calibration calibration_from_results(const std::vector<results::ResultSet>& sets, const specs::GpuSpec& spec,
                                      const std::string& exclude_key = "");
+
+// Reads result files (gpuscout bench JSON) and builds their calibration for the GPU type they name
+// (gpuscout.gpus[].spec_name, looked up in `db`), else for `fallback`; the source reads "measured:
+// --calibration FILES (GPU)". UsageError when no GPU is named and there is no fallback; IoError and
+// DataError name a bad file.
+Calibration calibration_from_files(const std::vector<std::string>& files, const specs::SpecDb& db,
+                                   const specs::GpuSpec* fallback);
 
 // Documented public anchors (docs/modeling.md): A100 GEMM 0.33 @ m=64 -> 0.92 @ m=8192 (LLMCompass,
 // cuBLAS FP16), HBM 0.8 (aiconfigurator default), weight streaming 0.8. Labelled "public".

@@ -5,7 +5,7 @@
 // against the spec dense peak, memory bandwidth vs size (L2 and HBM plateaus), host transfers,
 // the peer-to-peer matrix, collective busbw vs message size; then a summary of every record, the
 // provenance of each file and the definitions of the metrics. Every string from a result file is
-// HTML-escaped. Record conventions it reads: docs/report.md.
+// HTML-escaped. Record conventions it reads: docs/report.md; the advice section: docs/advise.md.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +28,9 @@ struct ReportOptions {
   std::string generator;                  // "gpuscout 0.1.0 (abc123)"; shown in the footer
   const specs::SpecDb* specs = nullptr;   // spec peaks where a record does not carry its own
   std::vector<std::string> banner_notes;  // shown at the top, e.g. "example built from fixture data"
+  // The advisor's result (kind "advise", `gpuscout advise --out`): a first section with the ranked
+  // options, their reasons, a cost chart by TCO term, the rejections and which figures are measured.
+  const ReportInput* advice = nullptr;
 };
 
 // Escapes & < > " ' (text and attribute values alike).
