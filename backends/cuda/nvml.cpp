@@ -42,7 +42,8 @@ struct Library::Api {
   nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned, int*) = nullptr;
   nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned, void*) = nullptr;  // nvmlPciInfo_t (v2 layout)
   nvmlReturn_t (*nvlink_version)(nvmlDevice_t, unsigned, unsigned*) = nullptr;
-  nvmlReturn_t (*field_values)(nvmlDevice_t, int, void*) = nullptr;  // nvmlFieldValue_t[]
+  nvmlReturn_t (*nvlink_remote_type)(nvmlDevice_t, unsigned, unsigned*) = nullptr;  // nvmlIntNvLinkDeviceType_t
+  nvmlReturn_t (*field_values)(nvmlDevice_t, int, void*) = nullptr;                 // nvmlFieldValue_t[]
   nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned, unsigned long*) = nullptr;
 };
 
@@ -108,6 +109,7 @@ Loaded& loaded() {
     // Only the _v2 symbol takes the nvmlPciInfo_t layout declared below (busId of 32 bytes).
     resolve(lib, a.nvlink_remote_pci, {"nvmlDeviceGetNvLinkRemotePciInfo_v2"});
     resolve(lib, a.nvlink_version, {"nvmlDeviceGetNvLinkVersion"});
+    resolve(lib, a.nvlink_remote_type, {"nvmlDeviceGetNvLinkRemoteDeviceType"});  // NVML 11+, no versions yet
     resolve(lib, a.field_values, {"nvmlDeviceGetFieldValues"});
     resolve(lib, a.cpu_affinity, {"nvmlDeviceGetCpuAffinity"});
     if (a.init == nullptr || a.by_pci_bus_id == nullptr) {
@@ -312,6 +314,11 @@ std::optional<std::string> Library::nvlink_remote_bus_id(Device d, int link) con
 std::optional<unsigned> Library::nvlink_version(Device d, int link) const {
   if (link < 0 || link >= kMaxNvLinks) return std::nullopt;
   return read<unsigned>(api_->nvlink_version, d.handle, static_cast<unsigned>(link));
+}
+
+std::optional<unsigned> Library::nvlink_remote_device_type(Device d, int link) const {
+  if (link < 0 || link >= kMaxNvLinks) return std::nullopt;
+  return read<unsigned>(api_->nvlink_remote_type, d.handle, static_cast<unsigned>(link));
 }
 
 std::optional<std::uint64_t> Library::field_value(Device d, unsigned field_id, unsigned scope_id) const {

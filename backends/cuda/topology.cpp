@@ -49,6 +49,7 @@ topo::Readings read_topology() {
         if (l.active) {
           l.remote_bus_id = nvml->nvlink_remote_bus_id(*dev, link).value_or("");
           l.version_raw = nvml->nvlink_version(*dev, link);
+          l.remote_device_type = nvml->nvlink_remote_device_type(*dev, link);
         }
         g.nvlinks.push_back(l);
       }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <map>
 #include <numeric>
 
@@ -111,6 +112,32 @@ std::string normalize_bus_id(const std::string& id) {
   return s;
 }
 
+LinkLabel label_link(const GpuReading::Link& link, const std::map<std::string, int>& local_ids, int self) {
+  constexpr unsigned kRemoteGpu = 0, kRemoteSwitch = 2;  // nvmlIntNvLinkDeviceType_t
+  const std::string remote = normalize_bus_id(link.remote_bus_id);
+  const auto it = remote.empty() ? local_ids.end() : local_ids.find(remote);
+  if (it != local_ids.end()) return it->second == self ? LinkLabel{} : LinkLabel{LinkTarget::local_gpu, it->second};
+  if (link.remote_device_type == kRemoteSwitch) return {LinkTarget::nvswitch};
+  if (link.remote_device_type == kRemoteGpu) return {LinkTarget::unmatched_gpu};
+  return remote.empty() ? LinkLabel{} : LinkLabel{LinkTarget::unknown_far_end};
+}
+
+std::map<std::string, int> infer_host_ids(const std::vector<std::set<std::string>>& seen) {
+  std::set<std::string> all;
+  for (const auto& ids : seen) all.insert(ids.begin(), ids.end());
+  std::map<std::string, int> found;
+  std::set<std::string> claimed_twice;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i].empty()) continue;
+    std::vector<std::string> missing;
+    std::set_difference(all.begin(), all.end(), seen[i].begin(), seen[i].end(), std::back_inserter(missing));
+    if (missing.size() != 1) continue;
+    if (!found.emplace(missing.front(), static_cast<int>(i)).second) claimed_twice.insert(missing.front());
+  }
+  for (const auto& id : claimed_twice) found.erase(id);
+  return found;
+}
+
 Topology build_topology(const Readings& r) {
   Topology t;
   const int n = static_cast<int>(r.gpus.size());
@@ -120,8 +147,21 @@ Topology build_topology(const Readings& r) {
   t.nvlink_active.assign(un, 0);
   t.nvlink_total.assign(un, 0);
   t.nvswitch_links.assign(un, 0);
+  t.unmatched_gpu_links.assign(un, 0);
   std::map<std::string, int> by_bus;
   for (int i = 0; i < n; ++i) by_bus[normalize_bus_id(r.gpus[static_cast<std::size_t>(i)].pci_bus_id)] = i;
+  // GPU ids the links report that match no local GPU, per GPU, to recognise a VM's host ids.
+  std::vector<std::set<std::string>> unmatched(un);
+  for (int i = 0; i < n; ++i) {
+    for (const auto& link : r.gpus[static_cast<std::size_t>(i)].nvlinks) {
+      if (link.active && !link.remote_bus_id.empty() &&
+          label_link(link, by_bus, i).target == LinkTarget::unmatched_gpu) {
+        unmatched[static_cast<std::size_t>(i)].insert(normalize_bus_id(link.remote_bus_id));
+      }
+    }
+  }
+  const auto host_ids = infer_host_ids(unmatched);
+  bool fallback = false;
 
   for (int i = 0; i < n; ++i) {
     const GpuReading& g = r.gpus[static_cast<std::size_t>(i)];
@@ -132,12 +172,28 @@ Topology build_topology(const Readings& r) {
       if (!link.active) continue;
       ++t.nvlink_active[ui];
       if (!version && link.version_raw) version = link.version_raw;
-      const std::string remote = normalize_bus_id(link.remote_bus_id);
-      const auto it = by_bus.find(remote);
-      if (it != by_bus.end() && it->second != i) {
-        ++t.nvlink_count[ui][static_cast<std::size_t>(it->second)];
-      } else if (!remote.empty() && it == by_bus.end()) {
-        ++t.nvswitch_links[ui];  // the far end is not a GPU of this machine: an NVSwitch
+      const LinkLabel label = label_link(link, by_bus, i);
+      switch (label.target) {
+        case LinkTarget::local_gpu:
+          ++t.nvlink_count[ui][static_cast<std::size_t>(label.gpu)];
+          break;
+        case LinkTarget::unmatched_gpu: {
+          const auto it = host_ids.find(normalize_bus_id(link.remote_bus_id));
+          if (it != host_ids.end() && it->second != i) {
+            ++t.nvlink_count[ui][static_cast<std::size_t>(it->second)];
+          } else {
+            ++t.unmatched_gpu_links[ui];
+          }
+          break;
+        }
+        case LinkTarget::unknown_far_end:
+          fallback = true;
+          [[fallthrough]];
+        case LinkTarget::nvswitch:
+          ++t.nvswitch_links[ui];
+          break;
+        case LinkTarget::none:
+          break;
       }
     }
     t.nvlink_generation.push_back(version ? nvlink_generation(*version, g.cc_major) : std::nullopt);
@@ -219,10 +275,19 @@ Topology build_topology(const Readings& r) {
     t.nvlink_domains.push_back(members);
     t.domain_kind.push_back(sw ? "nvswitch" : "direct");
   }
-  if (std::any_of(t.nvswitch_links.begin(), t.nvswitch_links.end(), [](int v) { return v > 0; })) {
+  if (fallback) {
     t.notes.push_back(
-        "NVLink remote PCI ids match no local GPU: an NVSwitch, or peers whose bus ids are virtualized (a VM sees "
-        "other ids than NVML reports for the far end); GPUs linked that way are counted as one fabric");
+        "NVML does not say what is at the far end of some NVLinks and their remote PCI ids match no local GPU: an "
+        "NVSwitch is assumed (peers with virtualized bus ids would look the same); GPUs linked that way are counted "
+        "as one fabric");
+  }
+  if (!host_ids.empty()) {
+    t.notes.push_back(
+        "NVML names GPUs at the far end of the NVLinks under PCI ids other than this machine's (virtualized ids, as "
+        "in a VM); each GPU was matched to the one such id it does not see itself");
+  }
+  if (std::any_of(t.unmatched_gpu_links.begin(), t.unmatched_gpu_links.end(), [](int v) { return v > 0; })) {
+    t.notes.push_back("Some NVLinks go to GPUs that could not be identified here (outside this machine or VM)");
   }
   if (!r.source.empty() && r.source != "NVML") t.notes.push_back(r.source);
   return t;
@@ -245,6 +310,7 @@ nlohmann::ordered_json to_json(const Topology& t) {
     g["nvlink_active_links"] = t.nvlink_active[i];
     g["nvlink_links"] = t.nvlink_total[i];
     g["nvswitch_links"] = t.nvswitch_links[i];
+    g["unmatched_gpu_links"] = t.unmatched_gpu_links[i];
     g["nvlink_link_gbps_per_direction"] =
         t.nvlink_link_gbps[i] ? nlohmann::ordered_json(*t.nvlink_link_gbps[i]) : nullptr;
     g["nvlink_total_gbps_per_direction"] =

@@ -13,11 +13,13 @@ GpuReading gpu(int index, const std::string& bus, int cc = 9) {
   g.cc_major = cc;
   return g;
 }
-void link_to(GpuReading& g, const std::string& remote, int count, unsigned version = 6) {
+void link_to(GpuReading& g, const std::string& remote, int count, unsigned version = 6,
+             std::optional<unsigned> remote_type = std::nullopt) {
   for (int i = 0; i < count; ++i) {
-    g.nvlinks.push_back({static_cast<int>(g.nvlinks.size()), true, remote, version});
+    g.nvlinks.push_back({static_cast<int>(g.nvlinks.size()), true, remote, version, remote_type});
   }
 }
+constexpr unsigned kRemoteGpu = 0, kRemoteSwitch = 2;  // nvmlIntNvLinkDeviceType_t
 }  // namespace
 
 TEST(Topology, TwoGpusWithEighteenLinks) {
@@ -119,4 +121,91 @@ TEST(Topology, Helpers) {
   EXPECT_EQ(nvlink_generation(4, 9), 4);  // a driver returning the generation itself
   EXPECT_EQ(nvlink_generation(7, 10), 5);
   EXPECT_EQ(nvlink_generation(6, std::nullopt), 4);
+}
+
+// The 2x H200 VM: NVML reports the far end under the host's PCI ids (0000:c0/0000:d0 here), which
+// are not the guest's (18/2a). With the remote device type the pair is a direct link, not a fabric.
+TEST(Topology, VirtualizedPeerIdsWithRemoteTypeGpuAreADirectLink) {
+  Readings r;
+  r.gpus = {gpu(0, "00000000:18:00.0"), gpu(1, "00000000:2A:00.0")};
+  link_to(r.gpus[0], "00000000:d0:00.0", 18, 6, kRemoteGpu);
+  link_to(r.gpus[1], "00000000:c0:00.0", 18, 6, kRemoteGpu);
+  const Topology t = build_topology(r);
+  EXPECT_EQ(t.matrix[0][1], "NV18");
+  EXPECT_EQ(t.matrix[1][0], "NV18");
+  EXPECT_EQ(t.nvswitch_links[0], 0);
+  EXPECT_EQ(t.unmatched_gpu_links[0], 0);
+  ASSERT_EQ(t.nvlink_domains.size(), 1u);
+  EXPECT_EQ(t.domain_kind[0], "direct");
+  ASSERT_EQ(t.notes.size(), 1u);
+  EXPECT_NE(t.notes[0].find("virtualized"), std::string::npos);
+  EXPECT_EQ(to_json(t)["gpus"][1]["unmatched_gpu_links"], 0);
+}
+
+// Same readings without the device type (older NVML): the fallback counts the pair as a fabric.
+TEST(Topology, VirtualizedPeerIdsWithoutRemoteTypeFallBackToAFabric) {
+  Readings r;
+  r.gpus = {gpu(0, "00000000:18:00.0"), gpu(1, "00000000:2A:00.0")};
+  link_to(r.gpus[0], "00000000:d0:00.0", 18);
+  link_to(r.gpus[1], "00000000:c0:00.0", 18);
+  const Topology t = build_topology(r);
+  EXPECT_EQ(t.matrix[0][1], "NV18");
+  EXPECT_EQ(t.nvswitch_links[0], 18);
+  ASSERT_EQ(t.nvlink_domains.size(), 1u);
+  EXPECT_EQ(t.domain_kind[0], "nvswitch");
+  ASSERT_FALSE(t.notes.empty());
+  EXPECT_NE(t.notes[0].find("assumed"), std::string::npos);
+}
+
+TEST(Topology, RemoteTypeSwitchIsAnNvSwitchWithoutTheFallbackNote) {
+  Readings r;
+  for (int i = 0; i < 3; ++i) {
+    r.gpus.push_back(gpu(i, "00000000:0" + std::to_string(i) + ":00.0"));
+    link_to(r.gpus.back(), "00000000:f0:00.0", 18, 6, kRemoteSwitch);
+  }
+  const Topology t = build_topology(r);
+  EXPECT_EQ(t.matrix[0][2], "NV18");
+  EXPECT_EQ(t.nvswitch_links[1], 18);
+  ASSERT_EQ(t.domain_kind.size(), 1u);
+  EXPECT_EQ(t.domain_kind[0], "nvswitch");
+  EXPECT_TRUE(t.notes.empty());
+}
+
+// One GPU of a machine passed into a VM: its links go to GPUs this VM does not have.
+TEST(Topology, LinksToGpusOutsideTheMachineAreNotPeers) {
+  Readings r;
+  r.gpus = {gpu(0, "00000000:18:00.0")};
+  link_to(r.gpus[0], "00000000:c0:00.0", 9, 6, kRemoteGpu);
+  link_to(r.gpus[0], "00000000:d0:00.0", 9, 6, kRemoteGpu);
+  const Topology t = build_topology(r);
+  EXPECT_EQ(t.unmatched_gpu_links[0], 18);
+  EXPECT_EQ(t.nvswitch_links[0], 0);
+  EXPECT_TRUE(t.nvlink_domains.empty());
+  ASSERT_EQ(t.notes.size(), 1u);
+  EXPECT_NE(t.notes[0].find("could not be identified"), std::string::npos);
+}
+
+TEST(Topology, LabelLink) {
+  const std::map<std::string, int> local{{"00000000:18:00.0", 0}, {"00000000:2a:00.0", 1}};
+  using L = GpuReading::Link;
+  // A local id wins over the device type; a link back to itself is no peer.
+  EXPECT_EQ(label_link(L{0, true, "0000:2A:00.0", 6, kRemoteGpu}, local, 0).target, LinkTarget::local_gpu);
+  EXPECT_EQ(label_link(L{0, true, "0000:2A:00.0", 6, std::nullopt}, local, 0).gpu, 1);
+  EXPECT_EQ(label_link(L{0, true, "00000000:18:00.0", 6, kRemoteGpu}, local, 0).target, LinkTarget::none);
+  EXPECT_EQ(label_link(L{0, true, "00000000:f0:00.0", 6, kRemoteSwitch}, local, 0).target, LinkTarget::nvswitch);
+  EXPECT_EQ(label_link(L{0, true, "00000000:f0:00.0", 6, kRemoteGpu}, local, 0).target, LinkTarget::unmatched_gpu);
+  EXPECT_EQ(label_link(L{0, true, "00000000:f0:00.0", 6, 0xFFu}, local, 0).target, LinkTarget::unknown_far_end);
+  EXPECT_EQ(label_link(L{0, true, "00000000:f0:00.0", 6, std::nullopt}, local, 0).target, LinkTarget::unknown_far_end);
+  EXPECT_EQ(label_link(L{0, true, "", 6, std::nullopt}, local, 0).target, LinkTarget::none);
+}
+
+TEST(Topology, InferHostIds) {
+  // A fully linked group of three: each sees the other two.
+  const auto three = infer_host_ids({{"b", "c"}, {"a", "c"}, {"a", "b"}});
+  EXPECT_EQ(three, (std::map<std::string, int>{{"a", 0}, {"b", 1}, {"c", 2}}));
+  // Two separate pairs: every GPU misses three ids, so none can be named.
+  EXPECT_TRUE(infer_host_ids({{"b"}, {"a"}, {"d"}, {"c"}}).empty());
+  // Two GPUs that see the same single id would both claim the other one: neither is named.
+  EXPECT_TRUE(infer_host_ids({{"a"}, {"a"}, {"a", "b"}}).empty());
+  EXPECT_TRUE(infer_host_ids({{}, {}}).empty());
 }

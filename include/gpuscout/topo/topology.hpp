@@ -5,7 +5,9 @@
 // NUMA affinity, NVLink generation, active links and speed, PCIe link now vs maximum, and the
 // groups of GPUs that share an NVLink domain (direct links or NVSwitch).
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,8 @@ struct GpuReading {
     bool active = false;
     std::string remote_bus_id;            // another GPU, an NVSwitch, or empty
     std::optional<unsigned> version_raw;  // nvmlDeviceGetNvLinkVersion
+    // nvmlDeviceGetNvLinkRemoteDeviceType (nvmlIntNvLinkDeviceType_t); unset when NVML lacks it.
+    std::optional<unsigned> remote_device_type;
   };
   std::vector<Link> nvlinks;
   std::optional<double> nvlink_speed_mbps;  // per link, per direction (NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON)
@@ -57,17 +61,44 @@ struct Topology {
   std::vector<std::string> cpu_affinity;           // "0-15,32-47" per GPU
   std::vector<std::optional<int>> numa_node;
   std::vector<int> nvlink_active, nvlink_total, nvswitch_links;
+  // Active links whose far end NVML calls a GPU that is not one of this machine's (a GPU outside
+  // the VM, or a virtualized id that could not be matched).
+  std::vector<int> unmatched_gpu_links;
   std::vector<std::optional<int>> nvlink_generation;
   std::vector<std::string> nvlink_version_label;         // "4.0", or "raw 4 (ambiguous)"
   std::vector<std::optional<double>> nvlink_link_gbps;   // per link per direction, GB/s
   std::vector<std::optional<double>> nvlink_total_gbps;  // active links x per-link, per direction
   std::vector<std::string> pcie_now, pcie_max;           // "gen5 x16"
   std::vector<std::vector<int>> nvlink_domains;          // groups of GPU indices (size >= 2)
-  std::vector<std::string> domain_kind;                  // "nvswitch" or "direct" per domain
+  // "direct" (GPU-to-GPU links), "nvswitch" (NVML names a switch at the far end, or, where NVML cannot
+  // say, a far end that is no local GPU: the fallback, explained in notes) per domain.
+  std::vector<std::string> domain_kind;
   std::vector<std::string> notes;
 };
 
 Topology build_topology(const Readings& readings);
+
+// Where one active NVLink goes, from the remote PCI id and NVML's remote device type.
+enum class LinkTarget {
+  none,            // no far end reported
+  local_gpu,       // a GPU of this machine (`gpu` says which), by PCI id
+  unmatched_gpu,   // NVML says a GPU, but its id is none of ours (VM-virtualized ids, or outside the VM)
+  nvswitch,        // NVML says an NVSwitch
+  unknown_far_end  // no device type from NVML and no local id matches: NVSwitch assumed (fallback)
+};
+struct LinkLabel {
+  LinkTarget target = LinkTarget::none;
+  int gpu = -1;  // local GPU index for local_gpu
+};
+// `local_ids`: normalized PCI bus id -> GPU index; `self`: the GPU the link belongs to.
+LinkLabel label_link(const GpuReading::Link& link, const std::map<std::string, int>& local_ids, int self);
+
+// A VM's NVML reports the far end of a GPU-to-GPU link by the host's PCI id, which differs from the
+// id the guest sees. In a group of GPUs that all link to each other, each GPU sees every other
+// member's host id and never its own, so a GPU's host id is the one id of the group it does not see.
+// `seen[i]`: the unmatched GPU ids GPU i's links report (empty for GPUs without such links).
+// Returns host id -> GPU index for the GPUs where that id is unique; empty when ambiguous.
+std::map<std::string, int> infer_host_ids(const std::vector<std::set<std::string>>& seen);
 
 // NVML words -> "0-15,32-47"; "" for no bits.
 std::string cpu_list_from_mask(const std::vector<std::uint64_t>& words);

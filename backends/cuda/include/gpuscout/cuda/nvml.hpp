@@ -51,6 +51,8 @@ class Library {
   std::optional<bool> nvlink_active(Device d, int link) const;            // nullopt: no such link
   std::optional<std::string> nvlink_remote_bus_id(Device d, int link) const;
   std::optional<unsigned> nvlink_version(Device d, int link) const;  // raw nvmlNvlinkVersion_t value
+  // What the link's far end is (nvmlIntNvLinkDeviceType_t: 0 GPU, 1 IBM NPU, 2 NVSwitch, 0xFF unknown).
+  std::optional<unsigned> nvlink_remote_device_type(Device d, int link) const;
   // nvmlDeviceGetFieldValues for one unsigned field (NVML_FI_*), e.g. 90 = NVLink speed in MB/s.
   std::optional<std::uint64_t> field_value(Device d, unsigned field_id, unsigned scope_id = 0) const;
   std::optional<std::vector<std::uint64_t>> cpu_affinity(Device d) const;  // bit i = CPU i
