@@ -4,17 +4,14 @@
 #
 #   bash bench/run_gemm_h200.sh [quick|standard|full] [gpuscout list flags, e.g. --gemm-sizes=8192]
 #
-# Binaries: $GPUSCOUT_BUILD (default build-gemm), built beforehand for x86-64 and sm_90 and carried
-# along (build-gemm/gpuscout and build-gemm/lib, which holds the shared libraries the GPU machine's
-# image lacks: fmt, spdlog, toml++, cudart); without it the script configures and builds in
-# build-device, which needs those libraries' headers there. Writes under $OUT (default ./out):
-# the tool's result JSON, PyTorch's JSON, logs, GPU state, and prints the ratio table last.
+# Binary: DIST (bench/dist_env.sh: made here by scripts/make-device-dist.sh, carried), run on
+# PyTorch's cuBLASLt so both sides use one library build. Writes under $OUT (default ./out): the
+# tool's result JSON, PyTorch's JSON, logs, GPU state, and prints the ratio table last.
 set -uo pipefail
 MODE=${1:-standard}
 shift || true
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-BUILD=${GPUSCOUT_BUILD:-build-gemm}
 TORCH_SIZES=${TORCH_SIZES:-4096,8192,16384}
 TORCH_PRECISIONS=${TORCH_PRECISIONS:-fp32,tf32,fp16,bf16,fp8,int8}
 TORCH_LAYOUTS=${TORCH_LAYOUTS:-both}
@@ -25,26 +22,8 @@ log() { echo "[run_gemm] $*" >&2; }
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_throttle_reasons.active --format=csv
 } >"$OUT/gpu_state.txt" 2>&1
 
-if [ ! -x "$BUILD/gpuscout" ]; then
-  log "no binaries in $BUILD: building in build-device"
-  if ! { cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
-    -DGPUSCOUT_BUILD_TESTS=OFF && cmake --build build-device -j"$(nproc)"; } >"$OUT/build.log" 2>&1; then
-    log "build failed"
-    tail -40 "$OUT/build.log"
-    exit 1
-  fi
-  BUILD=build-device
-fi
-export LD_LIBRARY_PATH="$PWD/$BUILD/lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
-
-# Run gpuscout against the cuBLASLt PyTorch loads, so both sides use the same library version.
-TORCH_LT=$(python3 -c 'import torch
-a = torch.ones(64, 64, device="cuda"); (a @ a).sum().item()
-print(next(l.split()[-1] for l in open("/proc/self/maps") if "libcublasLt" in l))' 2>/dev/null)
-if [ -n "$TORCH_LT" ]; then
-  log "cuBLASLt: $TORCH_LT (PyTorch's)"
-  export LD_LIBRARY_PATH="$(dirname "$TORCH_LT"):$LD_LIBRARY_PATH"
-fi
+source bench/dist_env.sh
+use_torch_cublaslt
 
 # Clocks and power once a second while everything runs (throttling explains most surprises).
 nvidia-smi dmon -s pc -d 1 >"$OUT/dmon.log" 2>&1 &
@@ -53,7 +32,7 @@ DMON=$!
 log "gpuscout gemm ($MODE) ..."
 start=$(date +%s)
 case "$MODE" in quick) MODE_FLAG=--quick ;; full) MODE_FLAG=--full ;; *) MODE_FLAG= ;; esac
-"$BUILD/gpuscout" -v bench --only gemm $MODE_FLAG --out "$OUT/gpuscout_gemm.json" "$@" >"$OUT/gpuscout.log" 2>&1
+"$bin" -v bench --only gemm $MODE_FLAG --out "$OUT/gpuscout_gemm.json" "$@" >"$OUT/gpuscout.log" 2>&1
 rc=$?
 log "gpuscout exit code $rc after $(($(date +%s) - start)) s"
 tail -5 "$OUT/gpuscout.log" >&2

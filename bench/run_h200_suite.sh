@@ -4,15 +4,14 @@
 #   2. gemm at 4096 and 8192 for FP32, TF32, FP16, BF16, FP8 beside bench/gemm_reference.py (PyTorch);
 #   3. memory and transfer (standard mode) beside bench/memory_reference.py (PyTorch).
 # Usage, from the repository root there:  bash bench/run_h200_suite.sh
-# Binary: DIST (default .devdist, made here by scripts/make-device-dist.sh and carried). Writes the
-# tool's JSON, PyTorch's JSON, logs and ratio tables under $OUT; prints the ratio tables last.
+# Binary: DIST (bench/dist_env.sh). gpuscout runs on PyTorch's cuBLASLt, so both GEMM sides use one
+# library build. Writes the tool's JSON, PyTorch's JSON, logs and ratio tables under $OUT; prints the
+# ratio tables last.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
-DIST=${DIST:-.devdist}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/$DIST/lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
-bin="$DIST/gpuscout"
-"$bin" --version || { echo "the carried binary does not run here"; exit 1; }
+source bench/dist_env.sh
+use_torch_cublaslt
 tags="--tags machine:nvidia-h200,script:run_h200_suite"
 {
   date -u +%FT%TZ

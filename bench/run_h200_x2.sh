@@ -3,8 +3,7 @@
 # NCCL collectives in one process and under mpirun, the multi-GPU tests, and PyTorch's copy_
 # between the GPUs timed in the same call; prints a ratio table last.
 # Usage (repository root on the GPU machine):  bench/run_h200_x2.sh [OUTDIR]
-#   Uses build-multi/dist/gpuscout (+ dist/lib) when carried and it runs there; else builds with
-#   cmake into build-device/ (needs the build dependencies on that machine).
+#   Binary: DIST (bench/dist_env.sh: made here by scripts/make-device-dist.sh, carried).
 #   NCCL_NVLS_ENABLE and the other multicast-off variables are left as the machine sets them.
 # Writes under OUTDIR: x2-single.json, x2-mpi.json, x2-p2p.json (the tool's results), topo.txt,
 # env.txt, gpu-tests.txt, torch-ref.json, logs.txt, ratios.txt.
@@ -15,21 +14,8 @@ root=$(pwd)
 log="$out/logs.txt"
 : >"$log"
 
-bin=""
-if [ -x build-multi/dist/gpuscout ]; then
-  export LD_LIBRARY_PATH="$root/build-multi/dist/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-  if build-multi/dist/gpuscout --version >>"$log" 2>&1; then
-    bin=$root/build-multi/dist/gpuscout
-  else
-    echo "carried binary does not run here:"; ldd build-multi/dist/gpuscout | grep "not found"
-  fi
-fi
-if [ -z "$bin" ]; then
-  echo "building on the device machine"
-  cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DGPUSCOUT_BUILD_TESTS=OFF >>"$log" 2>&1 &&
-    cmake --build build-device -j"$(nproc)" >>"$log" 2>&1 && bin=$root/build-device/gpuscout
-  [ -n "$bin" ] || { tail -30 "$log"; exit 1; }
-fi
+source bench/dist_env.sh
+"$bin" --version >>"$log" 2>&1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi() { mpirun -np 2 --bind-to none -x LD_LIBRARY_PATH -x PATH "$@"; }

@@ -9,7 +9,9 @@
 // "tiled" (one block per tile of 256 x 2 vectors, as many blocks as tiles, like PyTorch's elementwise
 // kernels and BabelStream) and "persistent" (SM count x occupancy blocks, grid-stride, 4 vectors in
 // flight per thread). Default: persistent for read, tiled for the others, the faster of each on an
-// H200 (bench/NOTES.md); --memory-grid forces one. Every case is verified after
+// H200 (bench/NOTES.md); --memory-grid forces one. Sizes whose bytes per pass fit in L2 are timed
+// differently: one persistent-grid launch repeats the pass many times (see l2_kernel), and time and
+// bandwidth are per pass, the same convention as for HBM sizes. Every case is verified after
 // timing: the output is poisoned, one more launch runs, and every element is compared exactly on
 // the GPU (inputs are small integers stored as float, so the arithmetic is exact).
 #include <fmt/format.h>
@@ -221,6 +223,62 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// L2-resident sizes: one launch of an 8 MiB copy lasts about as long as launching and draining a
+// kernel (~3.5 us back to back), so timing one pass per launch measures the launch, not the L2.
+// As nvbench/BabelStream-style L2 tests do, one launch makes `passes` passes over the arrays
+// (persistent grid, 4 vectors in flight per thread). Loads are ld.global.cg (cached in L2, not L1),
+// and each pass moves every block to the next block's slice, so a repeat is not served by the L1 of
+// the SM that loaded it the pass before (and cannot be hoisted out of the pass loop).
+enum L2Op : int { kL2Read = 0, kL2Write = 1, kL2Copy = 2, kL2Triad = 3 };
+
+template <int Op>
+__device__ __forceinline__ float4 l2_value(const float4* b, const float4* c, std::size_t i) {
+  if constexpr (Op == kL2Write) {
+    return pattern4(kPatternB, i);
+  } else if constexpr (Op == kL2Triad) {
+    return triad4(__ldcg(b + i), __ldcg(c + i));
+  } else {
+    return __ldcg(b + i);
+  }
+}
+
+template <int Op>
+__global__ void __launch_bounds__(kThreads)
+    l2_kernel(const float4* __restrict__ b, const float4* __restrict__ c, float4* __restrict__ a, std::size_t n,
+              int passes, unsigned long long* sum) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  unsigned long long acc = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const std::size_t block = (blockIdx.x + static_cast<unsigned>(pass)) % gridDim.x;
+    std::size_t i = block * blockDim.x + threadIdx.x;
+    for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+      float4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = l2_value<Op>(b, c, i + u * stride);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if constexpr (Op == kL2Read) {
+          acc += word_sum(v[u]);
+        } else {
+          a[i + u * stride] = v[u];
+        }
+      }
+    }
+    for (; i < n; i += stride) {
+      if constexpr (Op == kL2Read) {
+        acc += word_sum(l2_value<Op>(b, c, i));
+      } else {
+        a[i] = l2_value<Op>(b, c, i);
+      }
+    }
+  }
+  if constexpr (Op == kL2Read) add_block_sum(acc, sum);
+}
+
+// Bytes one L2 launch should move: ~0.5 ms at the ~8 TB/s expected of Hopper's L2, so the few
+// microseconds of launch and drain are under 1% of the time.
+constexpr double kL2BytesPerLaunch = 4.0 * (1ull << 30);
+
 // Expected read_kernel result: the word sum of pattern b over n4 vectors (period 1024 words).
 unsigned long long expected_word_sum(std::size_t n4) {
   const std::size_t words = 4 * n4;
@@ -284,6 +342,18 @@ class MemoryBenchmark final : public Benchmark {
   // --memory-grid tiled | persistent forces one style; by default each op uses the style that was
   // faster on an H200 (bench/NOTES.md): persistent for read, tiled for write, copy and triad.
   std::optional<bool> force_tiled_;
+
+  std::function<void(cudaStream_t)> l2_launch(const std::string& name, int grid, const float4* b, const float4* c,
+                                              float4* a, std::size_t n, int passes, unsigned long long* sum) const {
+    auto make = [=](auto kernel) {
+      return std::function<void(cudaStream_t)>(
+          [=](cudaStream_t s) { kernel<<<grid, kThreads, 0, s>>>(b, c, a, n, passes, sum); });
+    };
+    if (name == "read") return make(l2_kernel<kL2Read>);
+    if (name == "write") return make(l2_kernel<kL2Write>);
+    if (name == "copy") return make(l2_kernel<kL2Copy>);
+    return make(l2_kernel<kL2Triad>);
+  }
 
   void run_size(const BenchEnv& env, std::uint64_t size, std::vector<results::Record>& records) {
     const std::string size_text = bench::format_bytes(size);
@@ -349,9 +419,15 @@ class MemoryBenchmark final : public Benchmark {
       const float4* pb = b->get();
       const float4* pc = c ? c->get() : nullptr;
       unsigned long long* sum = scratch.get();
-      const bool tiled = force_tiled_.value_or(name != "read");
+      const double bytes_per_pass = static_cast<double>(size) * (op->reads + op->writes);
+      const bool l2_resident = bytes_per_pass <= static_cast<double>(env.device.l2_bytes);
+      const bool repeat = l2_resident && name != "ce_copy";  // a copy engine cannot repeat in place
+      const int passes = repeat ? static_cast<int>(std::ceil(kL2BytesPerLaunch / bytes_per_pass)) : 1;
+      const bool tiled = !repeat && force_tiled_.value_or(name != "read");
       const int grid = tiled ? static_cast<int>((n4 + kThreads * kTile - 1) / (kThreads * kTile)) : grid_;
-      if (name == "read") {
+      if (repeat) {
+        launch = l2_launch(name, grid, pb, pc, pa, n4, passes, sum);
+      } else if (name == "read") {
         launch = tiled ? std::function<void(cudaStream_t)>(
                              [=](cudaStream_t s) { read_tiled<<<grid, kThreads, 0, s>>>(pb, n4, sum); })
                        : [=](cudaStream_t s) { read_kernel<<<grid, kThreads, 0, s>>>(pb, n4, sum); };
@@ -389,8 +465,11 @@ class MemoryBenchmark final : public Benchmark {
           records.push_back(std::move(rec));
           break;
         }
-        const auto times = bench::summarize(run.seconds);
-        const double bytes = static_cast<double>(size) * (op->reads + op->writes);
+        // Per pass over the arrays: an L2 launch makes `passes` of them.
+        std::vector<double> per_pass = run.seconds;
+        for (double& s : per_pass) s /= passes;
+        const auto times = bench::summarize(per_pass);
+        const double bytes = bytes_per_pass;
         rec.metrics.push_back(bench::rate_metric("bandwidth", "GB/s", bytes / 1e9, times,
                                                  "bytes read + written per second (BabelStream / nvbandwidth "
                                                  "convention), 1 GB = 1e9 B"));
@@ -398,22 +477,31 @@ class MemoryBenchmark final : public Benchmark {
         if (name != "ce_copy") {
           rec.params["grid"] = grid;
           rec.params["block"] = kThreads;
-          rec.params["grid_style"] = tiled
-                                         ? fmt::format("tiled: one block per {} vectors of 16 B", kThreads * kTile)
-                                         : "persistent: SM count x occupancy blocks, grid-stride, 4 vectors in flight";
+          rec.params["grid_style"] =
+              repeat  ? "persistent, repeated: SM count x occupancy blocks, grid-stride, 4 vectors in flight, "
+                        "L2-only loads (ld.global.cg), each pass shifted by one block"
+              : tiled ? fmt::format("tiled: one block per {} vectors of 16 B", kThreads * kTile)
+                      : "persistent: SM count x occupancy blocks, grid-stride, 4 vectors in flight";
         }
         rec.params["reps_per_sample"] = run.reps_per_sample;
-        const bool l2_resident =
-            static_cast<double>(size) * (op->reads + op->writes) <= static_cast<double>(env.device.l2_bytes);
+        rec.params["passes_per_launch"] = passes;
         rec.params["l2_resident"] = l2_resident;
-        rec.extra["timing"] = fmt::format(
-            "CUDA events around {} back-to-back operations per sample, enqueued behind a latch kernel; {} untimed "
-            "warm-up; median of samples",
-            run.reps_per_sample, plan.warmup + 2);
+        rec.extra["timing"] =
+            repeat ? fmt::format(
+                         "L2-resident: each launch makes {} passes over the arrays inside the kernel (launch and "
+                         "drain amortised over {:.1f} GB); CUDA events around {} back-to-back launches per sample, "
+                         "enqueued behind a latch kernel; {} untimed warm-up; time and bandwidth per pass, median "
+                         "of samples",
+                         passes, bytes_per_pass * passes / 1e9, run.reps_per_sample, plan.warmup + 2)
+                   : fmt::format(
+                         "CUDA events around {} back-to-back operations per sample, enqueued behind a latch kernel; {} "
+                         "untimed warm-up; median of samples{}",
+                         run.reps_per_sample, plan.warmup + 2,
+                         l2_resident ? " (copy engine at an L2-resident size: includes each copy's launch cost)" : "");
         if (!l2_resident && size >= 4 * env.device.l2_bytes)
           bench::set_peak_reference(rec, "bandwidth", "hbm_bandwidth_gbps");
         if (run.latch_timed_out) rec.extra["warning"] = "enqueue outlasted the latch: samples include launch overhead";
-        verify(*op, launch, stream.get(), pa, n4, sum, rec);
+        verify(*op, launch, stream.get(), pa, n4, passes, sum, rec);
         if (run.interrupted) rec.reason = rec.reason.empty() ? "interrupted: fewer samples" : rec.reason;
         env.report(fmt::format("{}: {:.0f} GB/s ({} samples){}", key, rec.metrics[0].value, times.count,
                                rec.outcome == results::Outcome::passed ? "" : " " + results::to_string(rec.outcome)));
@@ -427,7 +515,7 @@ class MemoryBenchmark final : public Benchmark {
   }
 
   void verify(const Op& op, const std::function<void(cudaStream_t)>& launch, cudaStream_t stream, float4* a,
-              std::size_t n4, unsigned long long* sum, results::Record& rec) {
+              std::size_t n4, int passes, unsigned long long* sum, results::Record& rec) {
     const std::string name = op.name;
     unsigned long long host = 0;
     if (name == "read") {
@@ -436,7 +524,8 @@ class MemoryBenchmark final : public Benchmark {
       GPUSCOUT_CUDA_CHECK_LAUNCH();
       GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(&host, sum, sizeof(host), cudaMemcpyDeviceToHost, stream));
       GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const unsigned long long want = expected_word_sum(n4);
+      // Every pass adds the same sum (modulo 2^64, as the kernel's unsigned arithmetic wraps).
+      const unsigned long long want = expected_word_sum(n4) * static_cast<unsigned long long>(passes);
       rec.extra["verified"] = host == want;
       rec.extra["verification"] = "sum of every 32-bit word read compared exactly with the host's sum";
       if (host != want) {

@@ -1,0 +1,26 @@
+# Sourced by the bench/run_*.sh scripts on the GPU machine: the carried binary and its libraries.
+# DIST (default .devdist) is the folder `scripts/make-device-dist.sh BUILD_DIR DIST` makes here and
+# the device call carries (it must be git-ignored: /.devdist*/). Sets $bin (absolute path) and
+# LD_LIBRARY_PATH; stops the script when the binary does not run there.
+DIST=${DIST:-.devdist}
+export LD_LIBRARY_PATH="$PWD/$DIST/lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
+bin="$PWD/$DIST/gpuscout"
+if ! "$bin" --version >/dev/null 2>&1; then
+  echo "the carried binary $bin does not run here (make it with scripts/make-device-dist.sh, carry $DIST):"
+  "$bin" --version 2>&1 | tail -3
+  [ -e "$bin" ] && ldd "$bin" | grep "not found"
+  exit 1
+fi
+
+# Puts the cuBLASLt that PyTorch loads first on the library path, so gpuscout's GEMMs and the
+# PyTorch reference in the same call run the same library build.
+use_torch_cublaslt() {
+  local lt
+  lt=$(python3 -c 'import torch
+a = torch.ones(64, 64, device="cuda"); (a @ a).sum().item()
+print(next(l.split()[-1] for l in open("/proc/self/maps") if "libcublasLt" in l))' 2>/dev/null)
+  if [ -n "$lt" ]; then
+    export LD_LIBRARY_PATH="$(dirname "$lt"):$LD_LIBRARY_PATH"
+    echo "cuBLASLt: $lt (PyTorch's)" >&2
+  fi
+}
