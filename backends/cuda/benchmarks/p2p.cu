@@ -19,6 +19,7 @@
 #include "gpuscout/bench/summary.hpp"
 #include "gpuscout/cuda/bench_util.hpp"
 #include "gpuscout/cuda/benchmarks.hpp"
+#include "gpuscout/cuda/case_outcome.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/cuda/copy_kernels.cuh"
 #include "gpuscout/cuda/pointer_chase.hpp"
@@ -209,15 +210,11 @@ class P2pBenchmark final : public Benchmark {
         const bool ce = c[0] == 'c';
         const bool write = std::string(c).find("write") != std::string::npos;
         results::Record rec = base(c, s.gpu, d.gpu, st, size, "one_way");
-        rec.params["engine"] = ce ? "copy engine (cudaMemcpyPeerAsync)" : "SM copy kernel (16-byte loads/stores)";
-        rec.params["issued_by"] = write ? "source GPU (write, push)" : "destination GPU (read, pull)";
-        if (!ce && !peer) {
-          rec.outcome = results::Outcome::not_supported;
-          rec.reason = fmt::format("no peer access between GPU {} and GPU {}: SM copies need it", s.gpu, d.gpu);
+        if (!runnable(rec, ce, peer, write ? "source GPU (write, push)" : "destination GPU (read, pull)")) {
           records.push_back(std::move(rec));
           continue;
         }
-        try {
+        record_case(rec, [&] {
           const int launcher = write ? s.gpu : d.gpu;
           const int grid = write ? s.grid : d.grid;
           GPUSCOUT_CUDA_CHECK(cudaSetDevice(launcher));
@@ -262,14 +259,7 @@ class P2pBenchmark final : public Benchmark {
           finish_verified(rec, bad);
           cell(c, s.gpu, d.gpu, rec.metrics[0].value);
           env.report(fmt::format("{}: {:.1f} GB/s", rec.key, rec.metrics[0].value));
-        } catch (const CudaError& e) {
-          rec.outcome = results::Outcome::failed;
-          rec.reason = e.what();
-          (void)cudaGetLastError();
-        } catch (const std::runtime_error& e) {
-          rec.outcome = results::Outcome::skipped;
-          rec.reason = e.what();
-        }
+        });
         records.push_back(std::move(rec));
       }
     }
@@ -279,15 +269,11 @@ class P2pBenchmark final : public Benchmark {
       if (!wanted(env.options, key)) continue;
       results::Record rec = base(c, a, b, st, size, "both_ways");
       const bool ce = c[0] == 'c';
-      rec.params["engine"] = ce ? "copy engine (cudaMemcpyPeerAsync)" : "SM copy kernel (16-byte loads/stores)";
-      rec.params["issued_by"] = "each source GPU (write, push)";
-      if (!ce && !peer) {
-        rec.outcome = results::Outcome::not_supported;
-        rec.reason = fmt::format("no peer access between GPU {} and GPU {}: SM copies need it", a, b);
+      if (!runnable(rec, ce, peer, "each source GPU (write, push)")) {
         records.push_back(std::move(rec));
         continue;
       }
-      try {
+      record_case(rec, [&] {
         time_bidirectional(env, ce, bufs[0], bufs[1], size, rec);
         const std::uint64_t bad = verify(bufs[1], words, bufs[0].seed) + verify(bufs[0], words, bufs[1].seed);
         finish_verified(rec, bad);
@@ -295,21 +281,13 @@ class P2pBenchmark final : public Benchmark {
           cell(std::string(c) + "_total", a, b, t->value);
           cell(std::string(c) + "_total", b, a, t->value);
         }
-        if (const auto* m = rec.find_metric("bandwidth_gpu" + std::to_string(a) + "_to_gpu" + std::to_string(b))) {
-          cell(std::string(c) + "_each", a, b, m->value);
-        }
-        if (const auto* m = rec.find_metric("bandwidth_gpu" + std::to_string(b) + "_to_gpu" + std::to_string(a))) {
-          cell(std::string(c) + "_each", b, a, m->value);
+        for (auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+          if (const auto* m = rec.find_metric(fmt::format("bandwidth_gpu{}_to_gpu{}", x, y))) {
+            cell(std::string(c) + "_each", x, y, m->value);
+          }
         }
         env.report(fmt::format("{}: {:.1f} GB/s total", rec.key, rec.metrics[0].value));
-      } catch (const CudaError& e) {
-        rec.outcome = results::Outcome::failed;
-        rec.reason = e.what();
-        (void)cudaGetLastError();
-      } catch (const std::runtime_error& e) {
-        rec.outcome = results::Outcome::skipped;
-        rec.reason = e.what();
-      }
+      });
       records.push_back(std::move(rec));
     }
     for (auto [reader, owner] : {std::pair{a, b}, std::pair{b, a}}) {
@@ -321,6 +299,18 @@ class P2pBenchmark final : public Benchmark {
   }
 
   std::uint64_t first_size_ = 0;
+
+  // Labels a copy case's engine and issuer; an SM copy without peer access cannot run: the record
+  // says so (not_supported) and this returns false.
+  static bool runnable(results::Record& rec, bool ce, bool peer, const char* issued_by) {
+    rec.params["engine"] = ce ? "copy engine (cudaMemcpyPeerAsync)" : "SM copy kernel (16-byte loads/stores)";
+    rec.params["issued_by"] = issued_by;
+    if (ce || peer) return true;
+    rec.outcome = results::Outcome::not_supported;
+    rec.reason =
+        fmt::format("no peer access between GPU {} and GPU {}: SM copies need it", rec.gpus.at(0), rec.gpus.at(1));
+    return false;
+  }
 
   static std::uint64_t verify(GpuBuffers& d, std::size_t words, std::uint32_t seed) {
     GPUSCOUT_CUDA_CHECK(cudaSetDevice(d.gpu));
@@ -458,7 +448,7 @@ class P2pBenchmark final : public Benchmark {
       rec.reason = "no peer access: the GPU cannot load the peer's memory";
       return rec;
     }
-    try {
+    record_case(rec, [&] {
       GPUSCOUT_CUDA_CHECK(cudaSetDevice(owner));
       DeviceBuffer<ChaseNode> chain(nodes);
       std::vector<ChaseNode> host(nodes);
@@ -481,14 +471,7 @@ class P2pBenchmark final : public Benchmark {
       }
       cell("latency_sm", reader, owner, rec.metrics[0].value);
       env.report(fmt::format("{}: {:.3f} us", rec.key, rec.metrics[0].value));
-    } catch (const CudaError& e) {
-      rec.outcome = results::Outcome::failed;
-      rec.reason = e.what();
-      (void)cudaGetLastError();
-    } catch (const std::runtime_error& e) {
-      rec.outcome = results::Outcome::skipped;
-      rec.reason = e.what();
-    }
+    });
     return rec;
   }
 };

@@ -21,6 +21,7 @@
 #include "gpuscout/bench/summary.hpp"
 #include "gpuscout/cuda/bench_util.hpp"
 #include "gpuscout/cuda/benchmarks.hpp"
+#include "gpuscout/cuda/case_outcome.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/cuda/copy_kernels.cuh"
 #include "gpuscout/cuda/host_memory.hpp"
@@ -216,7 +217,7 @@ class TransferBenchmark final : public Benchmark {
       rec.gpus = {gpu_};
       rec.params = base_params(direction, sm ? "SM copy kernel on mapped host memory" : "copy engine (cudaMemcpyAsync)",
                                is_pageable ? "pageable" : "pinned", size);
-      try {
+      record_case(rec, [&] {
         const HostBuffer& hs = is_pageable ? *page_src : host_src;
         const HostBuffer& hd = is_pageable ? *page_dst : host_dst;
         void* d_dst = dev_dst.get();
@@ -287,14 +288,7 @@ class TransferBenchmark final : public Benchmark {
         finish(rec, is_pageable ? &hs.placement() : &host_src.placement());
         env.report(fmt::format("{}: {:.1f} GB/s{}", rec.key, rec.metrics[0].value,
                                rec.outcome == results::Outcome::passed ? "" : " " + results::to_string(rec.outcome)));
-      } catch (const CudaError& e) {
-        rec.outcome = results::Outcome::failed;
-        rec.reason = e.what();
-        (void)cudaGetLastError();
-      } catch (const std::runtime_error& e) {
-        rec.outcome = results::Outcome::skipped;
-        rec.reason = "interrupted";
-      }
+      });
       records.push_back(std::move(rec));
     }
   }
@@ -391,7 +385,7 @@ class TransferBenchmark final : public Benchmark {
                   {"node_bytes", sizeof(ChaseNode)},
                   {"accesses_per_launch", accesses}};
     if (!link_.empty()) rec.params["link"] = link_;
-    try {
+    record_case(rec, [&] {
       HostBuffer host(buffer_bytes, HostMemoryKind::pinned_mapped, gpu_, numa_node_);
       auto* h = static_cast<ChaseNode*>(host.get());
       auto* d = static_cast<ChaseNode*>(host.device_pointer());
@@ -410,14 +404,7 @@ class TransferBenchmark final : public Benchmark {
       }
       finish(rec, &host.placement());
       env.report(fmt::format("{}: {:.2f} us", rec.key, rec.metrics[0].value));
-    } catch (const CudaError& e) {
-      rec.outcome = results::Outcome::failed;
-      rec.reason = e.what();
-      (void)cudaGetLastError();
-    } catch (const std::runtime_error&) {
-      rec.outcome = results::Outcome::skipped;
-      rec.reason = "interrupted";
-    }
+    });
     return rec;
   }
 };
