@@ -222,7 +222,10 @@ std::vector<model::Calibration> calibrations(AppContext& ctx, const std::vector<
 }
 
 std::string layout(const advise::Option& o) {
-  std::string out = o.mig.empty() ? fmt::format("TP{}", o.par.tp) : fmt::format("MIG {}", o.mig);
+  // AMD partitions (CPX, QPX, DPX) are not MIG; say which.
+  std::string out = o.mig.empty()               ? fmt::format("TP{}", o.par.tp)
+                    : o.gpu->vendor == "NVIDIA" ? fmt::format("MIG {}", o.mig)
+                                                : fmt::format("partition {}", o.mig);
   if (o.par.pp > 1) out += fmt::format(" PP{}", o.par.pp);
   if (o.par.dp > 1) out += fmt::format(" DP{}", o.par.dp);
   if (o.replicas > 1) out += fmt::format(" x{} replicas", o.replicas);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -185,6 +186,7 @@ struct Group {
   std::optional<Option> best;                 // cheapest feasible
   std::optional<Option> furthest;             // the failure that got furthest
   std::vector<std::string> smaller_failures;  // why smaller layouts fail, for the explanation
+  std::map<std::int64_t, Option> misses;      // first deadline/SLO miss per GPU count
 };
 
 // Bytes per weight of a precision: at equal cost the higher precision (better quality) ranks first.
@@ -205,6 +207,7 @@ void consider(Group& g, Option o) {
     if (!g.best || better(o, *g.best)) g.best = std::move(o);
     return;
   }
+  if (o.rejected_by == "deadline" || o.rejected_by == "slo") g.misses.emplace(o.gpus, o);
   // Why smaller whole-GPU layouts fail explains the option; slices that cannot hold the model do not.
   if (o.rejected_by == "memory" && o.mig.empty() && g.smaller_failures.size() < 2 && !o.reasons.empty()) {
     g.smaller_failures.push_back(o.reasons.back());
@@ -402,7 +405,16 @@ void collect(Advice& advice, std::map<std::tuple<std::string, std::string, std::
   for (auto& [key, g] : groups) {
     if (g.best) {
       Option o = std::move(*g.best);
-      for (const auto& s : g.smaller_failures) o.reasons.insert(o.reasons.begin(), "not fewer: " + s);
+      std::vector<std::string> why_not_fewer;
+      for (const auto& s : g.smaller_failures) why_not_fewer.push_back("not fewer: " + s);
+      // The largest smaller count that ran but missed the deadline or SLO says most about the count.
+      const auto f = g.misses.lower_bound(o.gpus);
+      if (f != g.misses.begin()) {
+        std::string text;
+        for (const auto& r : std::prev(f)->second.reasons) text += (text.empty() ? "" : "; ") + r;
+        why_not_fewer.push_back("not fewer: " + text);
+      }
+      o.reasons.insert(o.reasons.begin(), why_not_fewer.begin(), why_not_fewer.end());
       advice.options.push_back(std::move(o));
     } else if (g.furthest) {
       advice.rejections.push_back(std::move(*g.furthest));

@@ -791,13 +791,17 @@ std::string json_text(const ojson& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-// Cost per unit of work of the owner's option split by TCO term, and the on-demand price, for the
+// Cost per unit of work of the owner's option split by TCO term, and the rent prices, for the
 // stacked bar chart: term share of the owner's hourly cost x the owner's cost per unit.
-std::optional<std::pair<std::vector<double>, double>> cost_split(const Record& r) {
+struct CostSplit {
+  std::vector<double> own;  // capital, energy, colocation, maintenance + staff
+  double on_demand = kNaN, reserved = kNaN;
+};
+
+std::optional<CostSplit> cost_split(const Record& r) {
   const ojson& pricing = r.extra.contains("pricing") ? r.extra["pricing"] : ojson::array();
   const ojson& terms = r.extra.contains("own_usd_per_gpu_hr") ? r.extra["own_usd_per_gpu_hr"] : ojson::object();
-  std::vector<double> own(4, 0.0);
-  double rent = kNaN;
+  CostSplit split{std::vector<double>(4, kNaN)};
   bool any = false;
   for (const auto& p : pricing) {
     const std::string way = p.value("way", "");
@@ -807,16 +811,19 @@ std::optional<std::pair<std::vector<double>, double>> cost_split(const Record& r
                    o = terms.value("opex", 0.0);
       const double sum = c + e + l + o;
       if (sum > 0) {
-        own = {c / sum * unit, e / sum * unit, l / sum * unit, o / sum * unit};
+        split.own = {c / sum * unit, e / sum * unit, l / sum * unit, o / sum * unit};
         any = true;
       }
     } else if (way == "rent on-demand") {
-      rent = unit;
+      split.on_demand = unit;
+      any = true;
+    } else if (way == "rent reserved") {
+      split.reserved = unit;
       any = true;
     }
   }
   if (!any) return std::nullopt;
-  return std::pair{own, rent};
+  return split;
 }
 
 std::optional<Section> advice_section(const ReportInput& in) {
@@ -868,12 +875,12 @@ std::optional<Section> advice_section(const ReportInput& in) {
     for (const Record* r : in_tier) {
       const Metric* cost = r->find_metric("cost");
       const ojson& cal = r->extra.contains("calibration") ? r->extra["calibration"] : ojson::object();
-      table.add_row({format_number(number_param(r->params, {"rank"}).value_or(0), 0), option_label(*r),
-                     layout_label(*r), cost ? format_metric(cost->value) : "", cost ? cost->unit : "",
-                     r->extra.value("best_pricing", ""), metric_text(*r, "usd_per_gpu_hr"),
-                     metric_text(*r, "total_usd"), metric_text(*r, "ttft"), metric_text(*r, "tpot"),
-                     metric_text(*r, "time_to_train"),
-                     fmt::format("{} ±{}%", cal.value("tier", "?"), json_text(cal.value("error_band_pct", ojson(0))))});
+      table.add_row(
+          {format_number(number_param(r->params, {"rank"}).value_or(0), 0), option_label(*r), layout_label(*r),
+           cost ? format_metric(cost->value) : "", cost ? cost->unit : "", r->extra.value("best_pricing", ""),
+           metric_text(*r, "usd_per_gpu_hr"), metric_text(*r, "total_usd"), metric_text(*r, "ttft"),
+           metric_text(*r, "tpot"), metric_text(*r, "time_to_train"),
+           fmt::format("{} ±{}%", cal.value("tier", "?"), format_number(cal.value("error_band_pct", 0.0), 0))});
     }
     s.body += table.render();
     // Cost per unit of work by TCO term (own) beside the on-demand price, top options.
@@ -887,28 +894,30 @@ std::optional<Section> advice_section(const ReportInput& in) {
     chart.value_labels = false;
     chart.category_label = "option (own | rent on-demand)";
     std::string unit;
-    std::vector<std::vector<double>> series(5);
-    for (std::size_t i = 0; i < in_tier.size() && i < 6; ++i) {
+    std::vector<std::vector<double>> series(6);
+    for (std::size_t i = 0; i < in_tier.size() && i < 4; ++i) {
       const auto split = cost_split(*in_tier[i]);
       if (!split) continue;
       if (const Metric* m = in_tier[i]->find_metric("cost")) unit = m->unit;
       const std::string rank = format_number(number_param(in_tier[i]->params, {"rank"}).value_or(0), 0);
-      chart.categories.push_back(fmt::format("#{} own", rank));
-      for (std::size_t k = 0; k < 4; ++k) series[k].push_back(split->first[k]);
-      series[4].push_back(kNaN);
-      if (std::isfinite(split->second)) {
-        chart.categories.push_back(fmt::format("#{} rent", rank));
-        for (std::size_t k = 0; k < 4; ++k) series[k].push_back(kNaN);
-        series[4].push_back(split->second);
-      }
+      // One bar per way of paying: own (stacked by term), rent on-demand, rent reserved.
+      auto bar = [&](const std::string& label, std::vector<double> values) {
+        chart.categories.push_back(fmt::format("#{} {}", rank, label));
+        for (std::size_t k = 0; k < series.size(); ++k) series[k].push_back(values[k]);
+      };
+      const auto& own = split->own;
+      if (std::isfinite(own[0])) bar("own", {own[0], own[1], own[2], own[3], kNaN, kNaN});
+      if (std::isfinite(split->on_demand)) bar("rent", {kNaN, kNaN, kNaN, kNaN, split->on_demand, kNaN});
+      if (std::isfinite(split->reserved)) bar("reserved", {kNaN, kNaN, kNaN, kNaN, kNaN, split->reserved});
     }
-    const char* names[] = {"capital", "energy", "colocation", "maintenance + staff", "rent on-demand"};
-    for (std::size_t k = 0; k < 5; ++k) chart.series.push_back({names[k], series[k]});
+    const char* names[] = {"capital", "energy", "colocation", "maintenance + staff", "rent on-demand", "rent reserved"};
+    for (std::size_t k = 0; k < series.size(); ++k) chart.series.push_back({names[k], series[k]});
     chart.y = svg::make_axis("Cost", unit);
     if (!chart.categories.empty()) {
       figure(s.body, svg::render(chart),
              "Owner terms from the TCO model (data/tco.toml, every input and source in `gpuscout tco`); rent from "
-             "the spec DB's reference on-demand price. Categories: rank and way of paying.");
+             "the spec DB's reference on-demand price and data/tco.toml's reserved price. Categories: rank and way of "
+             "paying.");
     }
     // Reasons of the top options, in numbers.
     s.body += "<ol class=\"reasons\">\n";
@@ -1101,8 +1110,14 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const Rep
   if (!options.generator.empty()) appendf(out, "<meta name=\"generator\" content=\"{}\">\n", esc(options.generator));
   appendf(out, "<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n<header>\n", esc(options.title), kCss);
   appendf(out, "<h1>{}</h1>\n", esc(options.title));
-  appendf(out, "<p class=\"lede\">{} records from {} result file{} &middot; GPUs: {} &middot; hosts: {}</p>\n", records,
-          inputs.size(), inputs.size() == 1 ? "" : "s", esc(join(gpu_names)), esc(join(hosts)));
+  if (inputs.empty() && options.advice) {
+    // An advice-only report (no GPU measured here): say so rather than "0 records".
+    appendf(out, "<p class=\"lede\">Advice from <code>{}</code>; no measured result files in this report</p>\n",
+            esc(options.advice->origin));
+  } else {
+    appendf(out, "<p class=\"lede\">{} records from {} result file{} &middot; GPUs: {} &middot; hosts: {}</p>\n",
+            records, inputs.size(), inputs.size() == 1 ? "" : "s", esc(join(gpu_names)), esc(join(hosts)));
+  }
   for (const auto& note : options.banner_notes) appendf(out, "<p class=\"banner\">{}</p>\n", esc(note));
   if (failures > 0 || incomplete) {
     appendf(out, "<p class=\"banner\">{}{}</p>\n",
