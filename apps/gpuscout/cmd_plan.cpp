@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -485,37 +486,43 @@ void register_plan_command(CLI::App& app, AppContext& ctx) {
   plan->add_option("--dp", o->dp, "Data-parallel degree (train; default: searched when ZeRO shards states, else 1)");
   plan->add_option("--ep", o->ep, "Expert-parallel degree for MoE models (default 1: experts split over TP)");
   plan->add_option("--max-gpus", o->max_gpus, "Largest GPU count to try (default 64 serve, 4096 train)");
-  plan->add_option("--context", o->context, "serve: tokens per sequence, prompt + output");
-  plan->add_option("--batch", o->batch, "serve: sequences resident at once");
-  plan->add_option("--kv-precision", o->kv_precision, "serve: KV cache bf16, fp16 or fp8");
-  plan->add_option("--kv-block", o->kv_block, "serve: paged KV block in tokens (1 = no paging)");
-  plan->add_option("--prefill-chunk", o->prefill_chunk,
-                   "serve: largest prefill chunk in tokens (0 = min(ctx*batch, 8192))");
-  plan->add_option("--memory-fraction", o->memory_fraction, "serve: share of GPU memory the engine may use");
-  plan->add_option("--seq", o->seq, "train: sequence length");
-  plan->add_option("--micro-batch", o->micro_batch, "train: micro-batch size per GPU");
-  plan->add_option("--micro-batches", o->micro_batches, "train: micro-batches per step per pipeline (0 = PP)");
-  plan->add_option("--recompute", o->recompute, "train: none, selective or full activation recompute");
-  plan->add_option("--zero", o->zero, "train: DeepSpeed ZeRO stage 0-3");
-  plan->add_flag("--distributed-optimizer", o->distributed_optimizer,
-                 "train: Megatron distributed optimizer (FP32 grads, optimizer sharded over DP)");
-  plan->add_flag("--no-sequence-parallel", o->no_sequence_parallel, "train: no sequence parallelism with TP");
-  plan->add_option("--interleave", o->interleave, "train: virtual pipeline stages per GPU (interleaved 1F1B)");
-  plan->add_option("--finetune", o->finetune, "train: full, lora or qlora");
-  plan->add_option("--lora-rank", o->lora_rank, "train: LoRA rank");
+  // Flags of one task, recorded as they are registered so that the check below knows every one.
+  auto task_flags = std::make_shared<std::map<std::string, std::vector<std::string>>>();
+  auto task_option = [&](const char* task, const char* flag, auto& value, const char* help) {
+    plan->add_option(flag, value, fmt::format("{}: {}", task, help));
+    (*task_flags)[task].emplace_back(flag);
+  };
+  auto task_flag = [&](const char* task, const char* flag, bool& value, const char* help) {
+    plan->add_flag(flag, value, fmt::format("{}: {}", task, help));
+    (*task_flags)[task].emplace_back(flag);
+  };
+  task_option("serve", "--context", o->context, "tokens per sequence, prompt + output");
+  task_option("serve", "--batch", o->batch, "sequences resident at once");
+  task_option("serve", "--kv-precision", o->kv_precision, "KV cache bf16, fp16 or fp8");
+  task_option("serve", "--kv-block", o->kv_block, "paged KV block in tokens (1 = no paging)");
+  task_option("serve", "--prefill-chunk", o->prefill_chunk,
+              "largest prefill chunk in tokens (0 = min(ctx*batch, 8192))");
+  task_option("serve", "--memory-fraction", o->memory_fraction, "share of GPU memory the engine may use");
+  task_option("train", "--seq", o->seq, "sequence length");
+  task_option("train", "--micro-batch", o->micro_batch, "micro-batch size per GPU");
+  task_option("train", "--micro-batches", o->micro_batches, "micro-batches per step per pipeline (0 = PP)");
+  task_option("train", "--recompute", o->recompute, "none, selective or full activation recompute");
+  task_option("train", "--zero", o->zero, "DeepSpeed ZeRO stage 0-3");
+  task_flag("train", "--distributed-optimizer", o->distributed_optimizer,
+            "Megatron distributed optimizer (FP32 grads, optimizer sharded over DP)");
+  task_flag("train", "--no-sequence-parallel", o->no_sequence_parallel, "no sequence parallelism with TP");
+  task_option("train", "--interleave", o->interleave, "virtual pipeline stages per GPU (interleaved 1F1B)");
+  task_option("train", "--finetune", o->finetune, "full, lora or qlora");
+  task_option("train", "--lora-rank", o->lora_rank, "LoRA rank");
   plan->fallthrough();
-  plan->callback([&ctx, o, plan] {
+  plan->callback([&ctx, o, plan, task_flags] {
     // A flag of the other task is a mistake worth saying rather than ignoring.
-    const bool serve = o->task == "serve";
-    for (const char* flag :
-         serve ? std::vector<const char*>{"--seq", "--micro-batch", "--micro-batches", "--recompute", "--zero",
-                                          "--distributed-optimizer", "--no-sequence-parallel", "--interleave",
-                                          "--finetune", "--lora-rank"}
-               : std::vector<const char*>{"--context", "--batch", "--kv-precision", "--kv-block", "--prefill-chunk",
-                                          "--memory-fraction"}) {
-      if (plan->count(flag) > 0 && (o->task == "serve" || o->task == "train")) {
-        throw UsageError(
-            fmt::format("{} applies to --task {}, not --task {}", flag, serve ? "train" : "serve", o->task));
+    if (o->task == "serve" || o->task == "train") {
+      const std::string other = o->task == "serve" ? "train" : "serve";
+      for (const std::string& flag : (*task_flags)[other]) {
+        if (plan->count(flag) > 0) {
+          throw UsageError(fmt::format("{} applies to --task {}, not --task {}", flag, other, o->task));
+        }
       }
     }
     run_plan(ctx, *o);

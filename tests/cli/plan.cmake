@@ -60,3 +60,6 @@ gpuscout_cli_test(plan_serve_flag_for_train 2 --stdout-empty --stderr-contains "
 gpuscout_cli_test(plan_no_fit_gives_the_numbers 0 --stdout-contains "| no |" --stdout-contains "GiB per GPU >"
                   --stdout-contains "largest: weights_linear" --stderr-empty
                   -- plan --model llama-3.1-405b --task serve --gpu l40s --max-gpus 8 --format md)
+# A switch (add_flag) of the other task is refused too, like the options above.
+gpuscout_cli_test(plan_train_switch_with_serve 2 --stdout-empty --stderr-contains "--distributed-optimizer applies to --task train"
+                  -- plan --model llama-2-7b --task serve --distributed-optimizer)
