@@ -267,7 +267,7 @@ struct Rank {
   std::int32_t* meta = nullptr;
   std::unique_ptr<GemmRunner> gemm;
   int g_qkv = 0, g_o = 0, g_gate_up = 0, g_down = 0, g_lm = 0;
-  std::map<int, cudaGraphExec_t> graphs;  // decode bucket -> replayable step
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs;  // (decode bucket, context class) -> replayable step
 };
 
 }  // namespace
@@ -279,6 +279,9 @@ struct CudaEngine::Impl {
   int tp = 1;
   int max_context = 0, mbps = 0, rows_cap = 0, max_running = 0, max_step_tokens = 0;
   std::vector<int> buckets;
+  // Graph keys besides the bucket: the bound on the context the decode attention grid is sized for
+  // (its splits follow it), so short contexts do not launch and merge the splits of the longest.
+  std::vector<int> ctx_classes;
   AttentionShape shape;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::unique_ptr<RankPool> pool;
@@ -293,11 +296,12 @@ struct CudaEngine::Impl {
   void allocate_workspace(Rank& r, bool count_only);
   void forward(Rank& r, const StepDims& d, cudaStream_t stream);
   void all_reduce(Rank& r, bf16* buf, std::size_t count, cudaStream_t stream);
-  StepDims fill_step(const gi::StepPlan& plan, int bucket);
-  StepDims fill_padding(int bucket);
+  StepDims fill_step(const gi::StepPlan& plan, int bucket, int ctx_class);
+  StepDims fill_padding(int bucket, int ctx_class);
   int bucket_for(int n) const;
-  void capture(Rank& r, int bucket, const StepDims& d);
-  void step_on_rank(Rank& r, const StepDims& d, int bucket);
+  void capture(Rank& r, std::pair<int, int> key, const StepDims& d);
+  // key.first 0: eager.
+  void step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key);
   void tune(Rank& r, std::vector<std::string>& lines);
 };
 
@@ -516,7 +520,7 @@ int CudaEngine::Impl::bucket_for(int n) const {
 
 // Host metadata of a plan into the pinned staging block. bucket > 0: a decode-only step padded to
 // `bucket` rows with the fixed layout of that bucket's graph.
-StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket) {
+StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int ctx_class) {
   const int bs = opt.kv_block_size;
   StepDims d;
   int rows = 0, nd = 0, np = 0, ns = 0;
@@ -568,7 +572,7 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket) {
     // engine's limits, not this step's.
     rows = nd = ns = bucket;
     d.mbps_d = mbps;
-    d.dec_max_ctx = max_context;
+    d.dec_max_ctx = ctx_class;
   }
   d.rows = rows;
   d.nd = nd;
@@ -615,11 +619,11 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket) {
   return d;
 }
 
-StepDims CudaEngine::Impl::fill_padding(int bucket) {
-  return fill_step(gi::StepPlan{}, bucket);
+StepDims CudaEngine::Impl::fill_padding(int bucket, int ctx_class) {
+  return fill_step(gi::StepPlan{}, bucket, ctx_class);
 }
 
-void CudaEngine::Impl::capture(Rank& r, int bucket, const StepDims& d) {
+void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims& d) {
   cudaGraph_t graph = nullptr;
   GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
   try {
@@ -635,14 +639,14 @@ void CudaEngine::Impl::capture(Rank& r, int bucket, const StepDims& d) {
   const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   GPUSCOUT_CUDA_CHECK(rc);
-  r.graphs[bucket] = exec;
+  r.graphs[key] = exec;
 }
 
-void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, int bucket) {
+void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key) {
   GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
   GPUSCOUT_CUDA_CHECK(
       cudaMemcpyAsync(r.meta, staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
-  const auto g = bucket > 0 ? r.graphs.find(bucket) : r.graphs.end();
+  const auto g = key.first > 0 ? r.graphs.find(key) : r.graphs.end();
   if (g != r.graphs.end()) {
     GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second, r.stream));
   } else {
@@ -722,6 +726,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.max_step_tokens = options.max_step_tokens;
   for (int b = 1; b < e.max_running; b *= 2) e.buckets.push_back(b);
   e.buckets.push_back(e.max_running);
+  for (int c = 128; c < e.max_context; c *= 4) e.ctx_classes.push_back(c);
+  e.ctx_classes.push_back(e.max_context);
   e.rows_cap = std::max(e.max_step_tokens, e.max_running);
   e.meta_words_cap =
       std::max(MetaLayout::make(e.rows_cap, e.max_running, e.max_running, e.max_running, e.mbps, e.mbps).words,
@@ -840,15 +846,18 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     }
   }
 
-  // One eager all-padding step per bucket (checks the path, sets up NCCL's connections outside any
-  // capture), then the capture of that bucket's graph.
+  // One eager all-padding step per bucket and context class (checks the path, sets up NCCL's
+  // connections outside any capture), then the capture of its graph: at start-up rather than on
+  // first use, so no serving step pays for a capture.
   for (int b : e.buckets) {
-    const StepDims d = e.fill_padding(b);
-    e.pool->run([&](int ri) {
-      Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
-      e.step_on_rank(r, d, 0);
-      if (options.cuda_graphs) e.capture(r, b, d);
-    });
+    for (int c : e.ctx_classes) {
+      const StepDims d = e.fill_padding(b, c);
+      e.pool->run([&](int ri) {
+        Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
+        e.step_on_rank(r, d, {0, 0});
+        if (options.cuda_graphs) e.capture(r, {b, c}, d);
+      });
+    }
     if (options.cuda_graphs) e.info.graph_buckets.push_back(b);
   }
 
@@ -895,16 +904,25 @@ std::vector<std::int32_t> CudaEngine::execute(const gi::StepPlan& plan) {
   Impl& e = *impl_;
   if (plan.chunks.empty()) return {};
   bool decode_only = true;
-  int sampled = 0;
+  int sampled = 0, longest = 0;
   for (const auto& c : plan.chunks) {
     decode_only = decode_only && c.is_decode() && c.samples;
     sampled += c.samples ? 1 : 0;
+    longest = std::max(longest, c.start_position + static_cast<int>(c.tokens.size()));
   }
   // Decode-only steps run at their bucket's size, so they use the tuned GEMMs (and the graph).
   const int bucket = decode_only ? e.bucket_for(static_cast<int>(plan.chunks.size())) : 0;
-  const StepDims d = e.fill_step(plan, bucket);
+  int ctx_class = e.max_context;
+  for (int c : e.ctx_classes) {
+    if (c >= longest) {
+      ctx_class = c;
+      break;
+    }
+  }
+  const StepDims d = e.fill_step(plan, bucket, ctx_class);
   const bool use_graph = bucket > 0 && e.opt.cuda_graphs;
-  e.pool->run([&](int ri) { e.step_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, use_graph ? bucket : 0); });
+  const std::pair<int, int> key{use_graph ? bucket : 0, ctx_class};
+  e.pool->run([&](int ri) { e.step_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, key); });
   if (e.keep) {
     // Tests only: the sampling rows' logits, every rank's vocabulary shard in order.
     e.logits.assign(static_cast<std::size_t>(sampled), std::vector<float>(static_cast<std::size_t>(e.cfg.vocab)));
