@@ -1,0 +1,407 @@
+// The CUDA serving engine against the CPU reference, and a quick timing mode.
+//
+//   infer_engine_test                 tiny model, TP1 (and TP2 when 2 GPUs are visible): the same
+//                                     Scheduler plans through both executors, logits compared and
+//                                     greedy tokens checked; exit 77 without a GPU
+//   infer_engine_test --bench MODEL [--tp N]
+//                                     start-up time, decode step time at batch 1/8/32 against the
+//                                     HBM roofline (copy bandwidth measured here), prefill of 8192
+//                                     tokens in TFLOP/s against a cuBLASLt 8192^3 BF16 GEMM
+//
+// Tolerance: the engine and the reference round to BF16 at the same points, so they differ only
+// by FP32 accumulation order (cuBLASLt tiles, split-K, flash-decoding's split softmax vs a plain
+// double sum); one BF16 ulp (2^-8 relative) flipped at an intermediate moves a logit by about
+// that much times its scale, and two layers compound a few such flips. Bounds: max |diff| within
+// 3% of the row's largest logit and relative L2 under 2% per row (seen on an H200: up to 1.5% and
+// 1.2%, TP2 the higher, its all-reduce rounding the partial sums once more). A greedy token may differ
+// only where the reference's best and the engine's choice are within 0.05 of each other (a
+// near-tie at BF16 resolution); the plans continue with the reference's tokens, so both
+// executors keep computing the same sequences.
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine.hpp"
+#include "engine_gemm.hpp"
+#include "gpuscout/cuda/check.hpp"
+#include "gpuscout/data/data_source.hpp"
+#include "gpuscout/infer/reference_model.hpp"
+#include "gpuscout/infer/scheduler.hpp"
+#include "gpuscout/infer/transformer_config.hpp"
+#include "gpuscout/infer/weights.hpp"
+#include "gpuscout/workloads/model_catalog.hpp"
+#include "kernels.hpp"
+
+namespace {
+
+namespace gi = gpuscout::infer;
+namespace ci = gpuscout::cuda::infer;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Scenario {
+  std::string name;
+  std::vector<int> prompts;  // prompt lengths
+  std::vector<int> outputs;  // output lengths
+  int num_blocks = 64;
+  int max_step_tokens = 64;
+  int max_running = 8;
+};
+
+struct Totals {
+  int steps = 0, graph_steps = 0, compared = 0, ties = 0, failures = 0;
+  double worst_abs = 0, worst_rel_l2 = 0;
+};
+
+// Runs one scenario through both executors with the same plans; returns failures.
+int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus, bool graphs, const Scenario& sc) {
+  ci::EngineOptions eo;
+  eo.gpus = gpus;
+  eo.kv_block_size = 16;
+  eo.max_kv_blocks = sc.num_blocks;
+  eo.max_running = sc.max_running;
+  eo.max_step_tokens = sc.max_step_tokens;
+  eo.cuda_graphs = graphs;
+  auto engine = ci::CudaEngine::create(cfg, eo);
+  engine->keep_logits(true);
+  gi::ReferenceOptions ro;
+  ro.kv_block_size = 16;
+  ro.kv_blocks = sc.num_blocks;
+  ro.max_running = sc.max_running;
+  ro.max_step_tokens = sc.max_step_tokens;
+  gi::ReferenceModel reference(cfg, ro);
+
+  gi::SchedulerConfig sconf;
+  sconf.block_size = 16;
+  sconf.num_blocks = std::min(engine->kv_blocks(), sc.num_blocks);
+  sconf.max_step_tokens = sc.max_step_tokens;
+  sconf.max_running = sc.max_running;
+  sconf.max_sequence_tokens = static_cast<int>(cfg.max_context);
+  gi::Scheduler scheduler(sconf);
+  for (std::size_t i = 0; i < sc.prompts.size(); ++i) {
+    gi::SequenceRequest req;
+    req.id = i + 1;
+    for (int p = 0; p < sc.prompts[i]; ++p) req.prompt.push_back(gi::prompt_token(7, req.id, p, cfg.vocab));
+    req.max_new_tokens = sc.outputs[i];
+    scheduler.add(std::move(req));
+  }
+  Totals t;
+  std::int64_t preempted = 0;
+  while (!scheduler.idle()) {
+    const gi::StepPlan plan = scheduler.plan();
+    if (plan.empty()) break;
+    preempted += static_cast<std::int64_t>(plan.preempted.size());
+    bool decode_only = true;
+    for (const auto& c : plan.chunks) decode_only = decode_only && c.is_decode() && c.samples;
+    const auto got = engine->execute(plan);
+    const auto want = reference.execute(plan);
+    ++t.steps;
+    t.graph_steps += decode_only && graphs ? 1 : 0;
+    if (got.size() != want.size()) {
+      fmt::print("FAIL step {}: {} tokens from the engine, {} from the reference\n", t.steps, got.size(), want.size());
+      return 1;
+    }
+    const auto& gl = engine->last_logits();
+    const auto& rl = reference.last_logits();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      double max_ref = 0, max_diff = 0, diff2 = 0, ref2 = 0;
+      for (int v = 0; v < cfg.vocab; ++v) {
+        const double r = rl[i][static_cast<std::size_t>(v)], g = gl[i][static_cast<std::size_t>(v)];
+        max_ref = std::max(max_ref, std::fabs(r));
+        max_diff = std::max(max_diff, std::fabs(g - r));
+        diff2 += (g - r) * (g - r);
+        ref2 += r * r;
+      }
+      const double rel_l2 = std::sqrt(diff2 / std::max(ref2, 1e-30));
+      const double rel_abs = max_diff / std::max(max_ref, 1.0);
+      t.worst_abs = std::max(t.worst_abs, rel_abs);
+      t.worst_rel_l2 = std::max(t.worst_rel_l2, rel_l2);
+      ++t.compared;
+      bool ok = std::isfinite(diff2) && rel_abs <= 0.03 && rel_l2 <= 0.02;
+      if (got[i] != want[i]) {
+        const double margin = rl[i][static_cast<std::size_t>(want[i])] -
+                              (got[i] >= 0 && got[i] < cfg.vocab ? rl[i][static_cast<std::size_t>(got[i])] : -1e30);
+        if (margin <= 0.05) {
+          ++t.ties;
+        } else {
+          ok = false;
+          fmt::print("  token differs at step {} seq {}: engine {} reference {} (reference margin {:.4f})\n", t.steps,
+                     plan.chunks[i].seq_id, got[i], want[i], margin);
+        }
+      }
+      if (!ok) {
+        ++t.failures;
+        if (t.failures <= 5) {
+          fmt::print("  step {} row {}: max |diff| {:.4f} (of max |logit| {:.3f}), rel L2 {:.4f}\n", t.steps, i,
+                     max_diff, max_ref, rel_l2);
+        }
+      }
+    }
+    std::vector<std::int32_t> sampled;
+    for (std::size_t i = 0; i < want.size(); ++i) sampled.push_back(want[i]);
+    scheduler.complete(plan, sampled);
+  }
+  fmt::print(
+      "{} TP{} graphs {}: {} steps ({} graph replays), {} preemptions, {} rows compared, worst max|diff|/max|logit| "
+      "{:.4f}, worst rel L2 {:.4f}, near-tie tokens {}, failures {} -> {}\n",
+      sc.name, gpus.size(), graphs ? "on" : "off", t.steps, t.graph_steps, preempted, t.compared, t.worst_abs,
+      t.worst_rel_l2, t.ties, t.failures, t.failures == 0 ? "PASS" : "FAIL");
+  return t.failures == 0 ? 0 : 1;
+}
+
+int bad_input_checks(const gi::TransformerConfig& tiny) {
+  int failures = 0;
+  auto expect_throw = [&](const char* what, auto fn) {
+    try {
+      fn();
+      fmt::print("FAIL {}: no error\n", what);
+      ++failures;
+    } catch (const std::exception& e) {
+      fmt::print("ok   {}: {}\n", what, e.what());
+    }
+  };
+  expect_throw("missing GPU", [&] {
+    ci::EngineOptions o;
+    o.gpus = {99};
+    ci::CudaEngine::create(tiny, o);
+  });
+  expect_throw("too big a model", [&] {
+    gi::TransformerConfig big = tiny;
+    big.name = "tiny-wide";
+    big.layers = 4000;
+    big.hidden = 8192;
+    big.heads = 64;
+    big.kv_heads = 8;
+    big.head_dim = 128;
+    big.ffn_hidden = 28672;
+    ci::EngineOptions o;
+    ci::CudaEngine::create(big, o);
+  });
+  return failures;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing mode.
+
+// Median milliseconds of 10 calls of fn timed with events (after 2 untimed ones).
+template <typename Fn>
+double median_ms(Fn fn) {
+  cudaEvent_t s, e;
+  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&s));
+  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&e));
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    GPUSCOUT_CUDA_CHECK(cudaEventRecord(s));
+    fn();
+    GPUSCOUT_CUDA_CHECK(cudaEventRecord(e));
+    GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(e));
+    float t = 0;
+    GPUSCOUT_CUDA_CHECK(cudaEventElapsedTime(&t, s, e));
+    if (i >= 2) ms.push_back(t);
+  }
+  cudaEventDestroy(s);
+  cudaEventDestroy(e);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+double copy_bandwidth_gbs() {
+  const std::size_t bytes = 4ull << 30;
+  void *a = nullptr, *b = nullptr;
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(&a, bytes));
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(&b, bytes));
+  GPUSCOUT_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  const double ms = median_ms([&] { GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;  // read + write
+}
+
+double gemm_tflops(int n) {
+  void* ws = nullptr;
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(&ws, 32ull << 20));
+  ci::bf16 *x = nullptr, *w = nullptr, *y = nullptr;
+  const std::size_t count = static_cast<std::size_t>(n) * n;
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&x), count * 2));
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&w), count * 2));
+  GPUSCOUT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&y), count * 2));
+  ci::launch_init_weights(x, 3, gi::WeightKind::embedding, 0, n, 0, n, 0, n, nullptr);
+  ci::launch_init_weights(w, 4, gi::WeightKind::wq, 0, n, 0, n, 0, n, nullptr);
+  double best = 0;
+  {
+    ci::GemmRunner g(ws, 32ull << 20);
+    const int cls = g.add_class("square", n, n, {w});
+    g.tune(cls, n, x, y, nullptr);
+    const double ms = median_ms([&] { g.run(cls, n, x, w, y, false, nullptr); });
+    best = 2.0 * n * n * static_cast<double>(n) / (ms * 1e-3) / 1e12;
+  }
+  cudaFree(x);
+  cudaFree(w);
+  cudaFree(y);
+  cudaFree(ws);
+  return best;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int bench(const std::string& model, int tp) {
+  const auto catalog = gpuscout::workloads::ModelCatalog::load(gpuscout::data::DataSource::embedded());
+  const gi::TransformerConfig cfg = gi::TransformerConfig::from_model(catalog.get(model));
+  cudaDeviceProp prop{};
+  GPUSCOUT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy_gbs = copy_bandwidth_gbs();
+  const double gemm = gemm_tflops(8192);
+  fmt::print("device {} | D2D copy {:.0f} GB/s (read+write) | cuBLASLt BF16 8192^3 {:.0f} TFLOP/s\n", prop.name,
+             copy_gbs, gemm);
+
+  ci::EngineOptions eo;
+  eo.gpus.clear();
+  for (int i = 0; i < tp; ++i) eo.gpus.push_back(i);
+  eo.max_step_tokens = 8192;
+  eo.max_running = 64;
+  const auto t0 = Clock::now();
+  auto engine = ci::CudaEngine::create(cfg, eo);
+  const double startup = seconds_since(t0);
+  const auto& info = engine->info();
+  fmt::print(
+      "{} TP{}: start-up {:.2f} s | weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
+      "workspace {:.2f} GB | graphs {}\n",
+      cfg.name, tp, startup, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9, info.kv_blocks,
+      info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size());
+  for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
+
+  const double kv_per_token = static_cast<double>(cfg.kv_bytes_per_token(2)) / tp;
+  std::uint64_t next_id = 1;
+  for (int batch : {1, 8, 32}) {
+    gi::SchedulerConfig sc;
+    sc.block_size = engine->kv_block_size();
+    sc.num_blocks = engine->kv_blocks();
+    sc.max_step_tokens = engine->max_step_tokens();
+    sc.max_running = engine->max_running();
+    sc.max_sequence_tokens = 4096;
+    gi::Scheduler scheduler(sc);
+    const int prompt = 512, steps = 64;
+    for (int b = 0; b < batch; ++b) {
+      gi::SequenceRequest r;
+      r.id = next_id++;
+      for (int p = 0; p < prompt; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
+      r.max_new_tokens = steps + 1;
+      scheduler.add(std::move(r));
+    }
+    std::vector<double> times, kv_bytes;
+    while (!scheduler.idle()) {
+      const auto plan = scheduler.plan();
+      const auto t = Clock::now();
+      const auto tokens = engine->execute(plan);
+      const double dt = seconds_since(t);
+      bool decode_only = static_cast<int>(plan.chunks.size()) == batch;
+      double kv = 0;
+      for (const auto& c : plan.chunks) {
+        decode_only = decode_only && c.is_decode();
+        kv += (c.start_position + 1) * kv_per_token;
+      }
+      if (decode_only) {
+        times.push_back(dt);
+        kv_bytes.push_back(kv);
+      }
+      scheduler.complete(plan, tokens);
+    }
+    const double step = median(times);
+    const double bytes = static_cast<double>(info.weight_bytes_per_gpu) + median(kv_bytes);
+    const double roofline = bytes / (copy_gbs * 1e9);
+    fmt::print(
+        "decode batch {:3d} ctx {}..{}: step {:.3f} ms (median of {}) | {:.0f} tokens/s | bytes/step {:.2f} GB "
+        "-> {:.0f} GB/s | roofline {:.3f} ms = {:.0f}% of it\n",
+        batch, prompt, prompt + steps, step * 1e3, times.size(), batch / step, bytes / 1e9, bytes / step / 1e9,
+        roofline * 1e3, 100.0 * roofline / step);
+  }
+
+  // Prefill of 8192 tokens in one step (one sequence; twice, the second timed).
+  const int T = 8192;
+  for (int rep = 0; rep < 2; ++rep) {
+    gi::SchedulerConfig sc;
+    sc.block_size = engine->kv_block_size();
+    sc.num_blocks = engine->kv_blocks();
+    sc.max_step_tokens = T;
+    sc.max_running = engine->max_running();
+    sc.max_sequence_tokens = T + 1;
+    gi::Scheduler scheduler(sc);
+    gi::SequenceRequest r;
+    r.id = next_id++;
+    for (int p = 0; p < T; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
+    r.max_new_tokens = 1;
+    scheduler.add(std::move(r));
+    const auto plan = scheduler.plan();
+    const auto t = Clock::now();
+    const auto tokens = engine->execute(plan);
+    const double dt = seconds_since(t);
+    scheduler.complete(plan, tokens);
+    if (rep == 0) continue;
+    const double h = cfg.hidden;
+    const double layer_params = h * cfg.qkv_dim() + static_cast<double>(cfg.q_dim()) * h + 3.0 * h * cfg.ffn_hidden;
+    const double matmul = 2.0 * layer_params * cfg.layers * T + 2.0 * h * cfg.vocab;
+    const double attention = 4.0 * cfg.q_dim() * (static_cast<double>(T) * (T + 1) / 2) * cfg.layers;
+    const double tflops = (matmul + attention) / dt / 1e12 / tp;
+    fmt::print(
+        "prefill {} tokens: {:.1f} ms | {:.0f} TFLOP/s per GPU ({:.1f} TFLOP matmul + {:.1f} TFLOP attention) "
+        "= {:.0f}% of the measured GEMM rate\n",
+        T, dt * 1e3, tflops, matmul / 1e12, attention / 1e12, 100.0 * tflops / gemm);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::puts("no CUDA device: skipped");
+    return 77;
+  }
+  try {
+    std::string model;
+    int tp = 1;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--bench" && i + 1 < argc) model = argv[++i];
+      if (a == "--tp" && i + 1 < argc) tp = std::stoi(argv[++i]);
+    }
+    if (!model.empty()) return bench(model, tp);
+
+    const gi::TransformerConfig tiny = gi::TransformerConfig::tiny();
+    // Chunked prefill (prompts longer than the 64-token budget), mixed steps, decode buckets 1..8
+    // as sequences finish; then a cache too small for all of them (preemption and recompute).
+    Scenario mixed{"mixed", {5, 37, 100, 1, 64, 150}, {12, 20, 8, 16, 5, 10}, 64, 64, 8};
+    Scenario tight{"preempt", {60, 70, 80, 90}, {40, 40, 40, 40}, 20, 48, 4};
+    int failures = 0;
+    std::vector<std::vector<int>> gpu_sets{{0}};
+    if (devices >= 2) gpu_sets.push_back({0, 1});
+    for (const auto& gpus : gpu_sets) {
+      for (bool graphs : {true, false}) failures += run_scenario(tiny, gpus, graphs, mixed);
+      failures += run_scenario(tiny, gpus, true, tight);
+    }
+    if (devices < 2) std::puts("TP2: skipped (one GPU visible)");
+    failures += bad_input_checks(tiny);
+    std::puts(failures == 0 ? "infer_engine_test: PASS" : "infer_engine_test: FAIL");
+    return failures == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    fmt::print("infer_engine_test: error: {}\n", e.what());
+    return 1;
+  }
+}
