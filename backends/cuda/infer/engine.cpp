@@ -749,7 +749,9 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     e.ranks.push_back(std::move(rank));
   }
 
-  // Does it fit? Weights + workspaces + the KV cache of one longest sequence, on every GPU.
+  // Does it fit? Weights + workspaces + the KV cache of one longest sequence, on every GPU. Not a
+  // UsageError: the machine, not the command line, is short; a multi-benchmark run records the serve
+  // case as skipped with this message and goes on.
   const std::int64_t weights = weight_bytes_per_gpu(config, e.tp);
   e.allocate_workspace(*e.ranks[0], true);
   const std::int64_t work = static_cast<std::int64_t>(e.ranks[0]->work_bytes);
@@ -772,7 +774,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
       }
       if (fix.empty())
         fix = "no tensor-parallel degree up to 8 fits on GPUs like this one (FP8 weights are not implemented)";
-      throw gpuscout::UsageError(fmt::format(
+      throw gpuscout::Error(fmt::format(
           "{} BF16 needs {:.1f} GB of weights per GPU at TP{} plus {:.1f} GB of workspaces and {:.1f} GB of KV cache "
           "for one "
           "{}-token sequence, {:.1f} GB free on GPU {}: {}",
@@ -808,7 +810,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     blocks = std::min<std::int64_t>(blocks, budget > 0 ? static_cast<std::int64_t>(budget / block_bytes) : 0);
   }
   if (blocks < e.mbps && (options.max_kv_blocks == 0 || options.max_kv_blocks > blocks)) {
-    throw gpuscout::UsageError(fmt::format(
+    throw gpuscout::Error(fmt::format(
         "{}: {:.0f}% of the {:.1f} GB left after the weights holds {} KV blocks of {} tokens, fewer than one {}-token "
         "sequence needs ({}): raise the memory fraction, lower the context or use more GPUs",
         config.name, options.memory_fraction * 100, e.ranks[0]->free_after_weights / kGB, blocks, options.kv_block_size,
