@@ -855,6 +855,8 @@ std::optional<Section> advice_section(const ReportInput& in) {
   for (const auto& tier : tiers) {
     HtmlTable table;
     table.caption = tiers.size() > 1 ? "Tier " + tier : "Ranked options";
+    // Serving options carry latencies, training options their time to train.
+    const bool train = tier == "train";
     for (auto c : std::vector<HtmlTable::Col>{{"#", true},
                                               {"Option"},
                                               {"Layout"},
@@ -862,12 +864,16 @@ std::optional<Section> advice_section(const ReportInput& in) {
                                               {"Unit"},
                                               {"Pay"},
                                               {"USD/GPU-hr", true},
-                                              {"Total USD", true},
-                                              {"TTFT ms", true},
-                                              {"TPOT ms", true},
-                                              {"Days", true},
-                                              {"Calibration"}})
+                                              {train ? "Run USD" : "Total USD", true}})
       table.cols.push_back(c);
+    if (train) {
+      table.cols.push_back({"Days", true});
+      table.cols.push_back({"MFU %", true});
+    } else {
+      table.cols.push_back({"TTFT ms", true});
+      table.cols.push_back({"TPOT ms", true});
+    }
+    table.cols.push_back({"Calibration"});
     std::vector<const Record*> in_tier;
     for (const Record* r : options) {
       if (string_param(r->params, {"tier"}).value_or("") == tier) in_tier.push_back(r);
@@ -878,8 +884,8 @@ std::optional<Section> advice_section(const ReportInput& in) {
       table.add_row(
           {format_number(number_param(r->params, {"rank"}).value_or(0), 0), option_label(*r), layout_label(*r),
            cost ? format_metric(cost->value) : "", cost ? cost->unit : "", r->extra.value("best_pricing", ""),
-           metric_text(*r, "usd_per_gpu_hr"), metric_text(*r, "total_usd"), metric_text(*r, "ttft"),
-           metric_text(*r, "tpot"), metric_text(*r, "time_to_train"),
+           metric_text(*r, "usd_per_gpu_hr"), metric_text(*r, "total_usd"),
+           metric_text(*r, train ? "time_to_train" : "ttft"), metric_text(*r, train ? "mfu" : "tpot"),
            fmt::format("{} ±{}%", cal.value("tier", "?"), format_number(cal.value("error_band_pct", 0.0), 0))});
     }
     s.body += table.render();
@@ -892,7 +898,7 @@ std::optional<Section> advice_section(const ReportInput& in) {
         "on-demand rent, per unit of work, for the top-ranked options.";
     chart.stacked = true;
     chart.value_labels = false;
-    chart.category_label = "option (own | rent on-demand)";
+    chart.category_label = "option rank and way of paying";
     std::string unit;
     std::vector<std::vector<double>> series(6);
     for (std::size_t i = 0; i < in_tier.size() && i < 4; ++i) {

@@ -79,6 +79,24 @@ TEST(AdviceReport, RanksExplainsChartsAndEscapes) {
   EXPECT_NE(html.find("an assumption"), std::string::npos);
 }
 
+TEST(AdviceReport, TrainingOptionsShowDaysAndMfuNotLatency) {
+  results::ResultSet set;
+  set.kind = "advise";
+  results::Record r = option(1, "GPU-T", 1e5);
+  r.params["tier"] = "train";
+  r.metrics = {{"cost", 1e5, "USD/run", "value", 0, std::nullopt, ""},
+               {"time_to_train", 30, "days", "value", 0, std::nullopt, ""},
+               {"mfu", 45, "%", "value", 0, std::nullopt, ""}};
+  set.records.push_back(r);
+  const ReportInput advice{"train.json", set};
+  ReportOptions options;
+  options.advice = &advice;
+  const std::string html = render_html_report({}, options);
+  EXPECT_NE(html.find("MFU %"), std::string::npos);
+  EXPECT_NE(html.find("Run USD"), std::string::npos);
+  EXPECT_EQ(html.find("TTFT ms"), std::string::npos);
+}
+
 TEST(AdviceReport, NoAdviceNoSection) {
   const std::string html = render_html_report({{"empty.json", results::ResultSet{}}}, {});
   EXPECT_EQ(html.find("id=\"advice\""), std::string::npos);
