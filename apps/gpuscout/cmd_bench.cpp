@@ -7,19 +7,24 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <charconv>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 
 #include "context.hpp"
 #include "gpuscout/bench/selection.hpp"
+#include "gpuscout/bench/serve_options.hpp"
 #include "gpuscout/bench/summary.hpp"
 #include "gpuscout/report/table.hpp"
 #include "gpuscout/results/result_json.hpp"
 #include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/workloads/model_catalog.hpp"
 #include "history_cli.hpp"
 #include "local_gpus.hpp"
 #if defined(GPUSCOUT_HAVE_CUDA)
@@ -54,13 +59,179 @@ constexpr const char* kListFlags[][2] = {
     {"coll-inject-hang", "collectives (testing the watchdog): 1 = leave one rank out of the first collective"},
 };
 
+// The serve benchmark's flags as typed; serve_options() validates them.
+struct ServeFlags {
+  std::string model, scenario, lengths, batches, prefills;
+  int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0;
+  std::int64_t kv_blocks = 0;
+  std::uint64_t seed = 1;
+  double rate = 0, duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0;
+  bool find_peak = false;
+  std::vector<std::pair<std::string, CLI::Option*>> options;  // flag name -> option, to see which were given
+  bool given(const std::string& name) const {
+    for (const auto& [n, o] : options) {
+      if (n == name) return o->count() > 0;
+    }
+    return false;
+  }
+};
+
 struct BenchFlags {
   bool quick = false, full = false, list = false;
   std::string only, gpus, out, tags;
   std::map<std::string, std::string> lists;
   double max_time_per_case = 0;
   double coll_timeout = 60;
+  ServeFlags serve;
+  bench::ServeOptions serve_options;  // validated from `serve` before any GPU is touched
 };
+
+// "1,8,32" -> {1, 8, 32}; each item a whole number >= 1.
+std::vector<int> positive_int_list(const std::string& text, const std::string& flag, const char* example) {
+  std::vector<int> out;
+  for (const std::string& item : bench::split_list(text)) {
+    int value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (ec != std::errc() || ptr != item.data() + item.size() || value < 1) {
+      throw UsageError(
+          fmt::format("--{}: '{}' is not a whole number >= 1 (expected a comma list, e.g. {})", flag, item, example));
+    }
+    out.push_back(value);
+  }
+  if (out.empty()) throw UsageError(fmt::format("--{}: empty list (expected e.g. {})", flag, example));
+  return out;
+}
+
+// Validates the serve flags on any machine, before the "no GPU" and "built without CUDA" paths,
+// so a bad command line is a usage error (exit 2) everywhere.
+bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
+  const ServeFlags& s = f.serve;
+  bench::ServeOptions o;
+  const std::vector<std::string> selectors = bench::split_list(f.only);
+  if (f.list || !bench::names_benchmark(selectors, "serve")) {
+    for (const auto& [name, option] : s.options) {
+      if (option->count() > 0 && !f.list) {
+        throw UsageError(fmt::format(
+            "--{}: a flag of the serve benchmark, which runs only when --only names it (e.g. --only serve)", name));
+      }
+    }
+    return o;
+  }
+  auto positive_int = [&](const char* name, int value) {
+    if (s.given(name) && value < 1) {
+      throw UsageError(fmt::format("--{} must be a whole number >= 1, got {}", name, value));
+    }
+  };
+  positive_int("tp", s.tp);
+  positive_int("isl", s.isl);
+  positive_int("osl", s.osl);
+  positive_int("requests", s.requests);
+  positive_int("max-batch", s.max_batch);
+  if (s.given("kv-blocks") && s.kv_blocks < 1) {
+    throw UsageError(fmt::format("--kv-blocks must be a whole number >= 1, got {}", s.kv_blocks));
+  }
+
+  // Tensor parallelism: --tp, else one rank per GPU of --gpus.
+  o.tp = s.given("tp") ? s.tp : (f.gpus.empty() ? 1 : static_cast<int>(bench::parse_index_list(f.gpus, "gpus").size()));
+  const workloads::ModelInfo& info = ctx.models().get(s.model.empty() ? bench::kDefaultServeModel : s.model);
+  o.model = infer::TransformerConfig::from_model(info);
+  o.model_slug = bench::model_slug(info.name);
+  o.model.check_tensor_parallel(o.tp);
+
+  if (s.given("serve-batch")) o.decode_batches = positive_int_list(s.batches, "serve-batch", "1,8,32");
+  if (s.given("serve-prefill")) o.prefill_tokens = positive_int_list(s.prefills, "serve-prefill", "2048,8192");
+  if (s.given("isl")) o.isl = s.isl;
+  if (s.given("osl")) o.osl = s.osl;
+  o.kv_blocks = s.kv_blocks;
+  o.max_batch = s.max_batch;
+  if (o.max_batch > 0) {
+    for (int b : o.decode_batches) {
+      if (b > o.max_batch) {
+        throw UsageError(
+            fmt::format("--serve-batch {} exceeds --max-batch {} (the engine's largest batch)", b, o.max_batch));
+      }
+    }
+  }
+
+  // The load scenario: --scenario, or --find-peak (Server) or --rate alone (Server).
+  const bool any_load_flag = s.given("scenario") || s.find_peak || s.given("rate");
+  if (!any_load_flag) {
+    for (const char* name :
+         {"requests", "duration-s", "lengths", "ttft-ms", "tpot-ms", "warmup", "seed", "max-run-s"}) {
+      if (s.given(name)) {
+        throw UsageError(fmt::format(
+            "--{}: applies to the load scenario; add --scenario offline|server|single-stream (or --find-peak)", name));
+      }
+    }
+  } else {
+    serve::LoadSettings load;
+    load.scenario = s.given("scenario") ? serve::scenario_from_string(s.scenario) : serve::Scenario::server;
+    const std::string scenario = serve::to_string(load.scenario);
+    if (s.find_peak && load.scenario != serve::Scenario::server) {
+      throw UsageError(fmt::format(
+          "--find-peak searches the Server scenario's highest valid rate; it does not apply to --scenario {}",
+          scenario));
+    }
+    if (s.given("rate")) {
+      if (!(s.rate > 0) || !std::isfinite(s.rate)) {
+        throw UsageError(fmt::format("--rate must be a positive number of requests/s, got {}", s.rate));
+      }
+      if (load.scenario != serve::Scenario::server) {
+        throw UsageError(
+            fmt::format("--rate: the arrival rate of the Server scenario; it does not apply to "
+                        "--scenario {}",
+                        scenario));
+      }
+    } else if (load.scenario == serve::Scenario::server && !s.find_peak) {
+      throw UsageError("--scenario server needs --rate R (requests/s) or --find-peak");
+    }
+    for (const auto& [name, value] : {std::pair{"duration-s", s.duration_s}, std::pair{"ttft-ms", s.ttft_ms},
+                                      std::pair{"tpot-ms", s.tpot_ms}, std::pair{"max-run-s", s.max_run_s}}) {
+      if (s.given(name) && (!(value > 0) || !std::isfinite(value))) {
+        throw UsageError(fmt::format("--{} must be a positive number, got {}", name, value));
+      }
+    }
+    if (s.find_peak && !s.given("ttft-ms") && !s.given("tpot-ms")) {
+      throw UsageError("--find-peak needs a latency bound to search against: --ttft-ms and/or --tpot-ms");
+    }
+    load.target_rate = s.given("rate") ? s.rate : 1.0;
+    if (s.given("requests")) load.min_requests = s.requests;
+    load.min_duration_s = s.duration_s;
+    load.ttft_bound_ms = s.ttft_ms;
+    load.tpot_bound_ms = s.tpot_ms;
+    load.gpus = o.tp;
+    // Arrival-driven scenarios skip their first requests by default: the engine warms up there.
+    load.warmup_requests = s.given("warmup") ? s.warmup : (load.scenario == serve::Scenario::offline ? 0 : 4);
+    load.seed = s.seed;
+    if (s.given("max-run-s")) load.max_run_s = s.max_run_s;
+    if (s.given("lengths")) {
+      if (!std::filesystem::is_regular_file(s.lengths)) {
+        throw UsageError(
+            fmt::format("--lengths: no file '{}' (expected a CSV with columns input_tokens,output_tokens "
+                        "or JSON Lines with those keys)",
+                        s.lengths));
+      }
+      load.lengths = serve::read_length_file(s.lengths);
+    } else {
+      load.lengths.input_min = load.lengths.input_max = o.isl;
+      load.lengths.output_min = load.lengths.output_max = o.osl;
+    }
+    serve::validate(load);
+    if (s.find_peak) {
+      o.find_peak = true;
+      if (s.given("rate")) o.peak.high = std::max(s.rate, 2 * o.peak.low);
+      serve::validate(o.peak);
+    }
+    o.load = std::move(load);
+  }
+  if (o.max_sequence_tokens() > info.max_context) {
+    throw UsageError(fmt::format(
+        "{} sequences reach {} tokens (prompt + output of --isl/--osl, --serve-prefill or --lengths), more than "
+        "{}'s context of {} tokens",
+        info.name, o.max_sequence_tokens(), info.name, info.max_context));
+  }
+  return o;
+}
 
 std::atomic<bool> g_interrupted{false};
 
@@ -136,15 +307,25 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   std::vector<std::string> keys;
   for (const auto& b : benchmarks) keys.push_back(b->key());
   const std::vector<std::string> selectors = bench::split_list(f.only);
-  const std::vector<std::size_t> chosen = bench::select_benchmarks(keys, selectors);
+  std::vector<std::size_t> chosen = bench::select_benchmarks(keys, selectors);
+  // Opt-in benchmarks (serve) run only when --only names them; --list shows them all.
+  if (!f.list) {
+    std::erase_if(chosen, [&](std::size_t i) {
+      return benchmarks[i]->opt_in() && !bench::names_benchmark(selectors, benchmarks[i]->key());
+    });
+  }
 
   if (f.list) {
     report::Table t;
     t.key = "benchmarks";
     t.add_column("key", "Key");
     t.add_column("description", "Description");
-    for (std::size_t i : chosen) t.add_row({benchmarks[i]->key(), benchmarks[i]->description()});
+    for (std::size_t i : chosen) {
+      t.add_row({benchmarks[i]->key(),
+                 benchmarks[i]->description() + (benchmarks[i]->opt_in() ? " [opt-in: --only " + keys[i] + "]" : "")});
+    }
     t.notes.push_back("Select with --only KEY or a prefix of a case key, e.g. --only memory/copy,gemm/bf16");
+    t.notes.push_back("Opt-in benchmarks run only when --only names them (not by default, not by a key prefix)");
     ctx.out << report::render(t, ctx.format());
     return;
   }
@@ -188,6 +369,14 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   }
   if (!selectors.empty()) options.lists["only"] = selectors;
   options.coll_timeout_s = f.coll_timeout;
+  options.serve = f.serve_options;
+  for (std::size_t i : chosen) {
+    const int needed = benchmarks[i]->gpus_per_run(options);
+    if (benchmarks[i]->min_gpus() <= 1 && needed > static_cast<int>(span_gpus.size())) {
+      throw UsageError(fmt::format("--tp {}: {} needs {} GPUs, {} available{}", options.serve.tp, keys[i], needed,
+                                   span_gpus.size(), f.gpus.empty() ? "" : " in --gpus"));
+    }
+  }
 
   results::ResultSet result;
   result.kind = "bench";
@@ -219,7 +408,7 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
     for (std::size_t i : chosen) {
       if (g_interrupted.load()) break;
       cuda::Benchmark& b = *benchmarks[i];
-      if (b.min_gpus() > 1) continue;  // run once below, over span_gpus
+      if (b.gpus_per_run(options) > 1) continue;  // run once below, over span_gpus
       std::vector<results::Record> records;
       if (auto why = b.not_supported_reason(device)) {
         results::Record r;
@@ -254,7 +443,7 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   bool timed_out = false;
   for (std::size_t i : chosen) {
     cuda::Benchmark& b = *benchmarks[i];
-    if (b.min_gpus() <= 1 || g_interrupted.load() || timed_out) continue;
+    if (b.gpus_per_run(options) <= 1 || g_interrupted.load() || timed_out) continue;
     if (world.size() > 1 && !b.spans_ranks() && world.rank() != 0) continue;
     const int g = span_gpus.front();
     cuda::DeviceContext device = cuda::make_device_context(g);
@@ -342,6 +531,8 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
     }
   }
 
+  bench::annotate_prefill_vs_gemm(result.records);  // serve prefill vs the BF16 GEMM rate of this run
+
   const std::string path =
       f.out.empty() ? bench::default_output_name(result.provenance.hostname,
                                                  local.gpus[static_cast<std::size_t>(gpu_indices.front())].name,
@@ -387,7 +578,38 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   for (const auto& [name, help] : kListFlags) {
     cmd->add_option(std::string("--") + name, flags->lists[name], help);
   }
-  cmd->callback([&ctx, flags] { run_bench(ctx, *flags); });
+  // The serve benchmark (opt-in: --only serve). docs/serving.md, "The serve benchmark".
+  ServeFlags& sf = flags->serve;
+  auto serve_flag = [&](const char* name, auto& target, const std::string& help) {
+    sf.options.emplace_back(name, cmd->add_option(std::string("--") + name, target, help)->group("Serve"));
+  };
+  serve_flag("model", sf.model,
+             fmt::format("serve: catalog model (default {}; `gpuscout models list`)", bench::kDefaultServeModel));
+  serve_flag("tp", sf.tp, "serve: tensor-parallel GPUs (default: the number of --gpus, else 1)");
+  serve_flag("serve-batch", sf.batches, "serve: decode batch sizes of the roofline cases (default 1,8,32)");
+  serve_flag("serve-prefill", sf.prefills, "serve: prompt lengths of the prefill cases (default 8192)");
+  serve_flag("isl", sf.isl, "serve: input tokens per request: decode context, static batch, load (default 512)");
+  serve_flag("osl", sf.osl, "serve: output tokens per request (default 128)");
+  serve_flag("scenario", sf.scenario, "serve: load scenario offline|server|single-stream (default: none run)");
+  serve_flag("rate", sf.rate, "serve: Server scenario arrival rate, requests/s (Poisson)");
+  serve_flag("requests", sf.requests, "serve: measured requests of the load scenario at least (default 64)");
+  serve_flag("duration-s", sf.duration_s, "serve: measured seconds of the load scenario at least");
+  serve_flag("lengths", sf.lengths, "serve: request lengths from a CSV (input_tokens,output_tokens) or JSONL file");
+  serve_flag("ttft-ms", sf.ttft_ms, "serve: p99 time-to-first-token bound, ms (VALID/INVALID, goodput)");
+  serve_flag("tpot-ms", sf.tpot_ms, "serve: p99 time-per-output-token bound, ms");
+  serve_flag("warmup", sf.warmup, "serve: warm-up requests issued first, not measured (default 4; offline 0)");
+  serve_flag("seed", sf.seed, "serve: seed of the Poisson arrivals (default 1)");
+  serve_flag("max-run-s", sf.max_run_s, "serve: a load run still busy after this many seconds stops, INVALID (600)");
+  serve_flag("kv-blocks", sf.kv_blocks, "serve: cap on the engine's KV-cache blocks (default: as memory allows)");
+  serve_flag("max-batch", sf.max_batch, "serve: the engine's largest decode batch (default 256)");
+  sf.options.emplace_back(
+      "find-peak", cmd->add_flag("--find-peak", sf.find_peak,
+                                 "serve: bisect the highest Server rate that stays VALID under --ttft-ms/--tpot-ms")
+                       ->group("Serve"));
+  cmd->callback([&ctx, flags] {
+    flags->serve_options = serve_options(ctx, *flags);
+    run_bench(ctx, *flags);
+  });
 }
 
 }  // namespace gpuscout::cli

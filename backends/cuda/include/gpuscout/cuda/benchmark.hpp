@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpuscout/bench/serve_options.hpp"
 #include "gpuscout/bench/stats.hpp"
 #include "gpuscout/bench/world.hpp"
 #include "gpuscout/results/result.hpp"
@@ -41,6 +42,8 @@ struct BenchOptions {
   std::map<std::string, std::vector<std::string>> lists;
   // Collectives: a collective not finished after this many seconds is aborted (outcome timeout).
   double coll_timeout_s = 60;
+  // The serve benchmark: model, tensor parallelism, its cases and the load scenario (validated by the CLI).
+  bench::ServeOptions serve;
 };
 
 class TelemetrySampler;  // telemetry.hpp: NVML sampling on a background thread
@@ -75,6 +78,15 @@ class Benchmark {
   }
   // More than 1: the benchmark spans GPUs and runs once per run (env.gpus), not once per GPU.
   virtual int min_gpus() const { return 1; }
+  // GPUs one run of it spans with these options (serve: its tensor-parallel degree); more than 1
+  // runs it once per run over env.gpus, like min_gpus().
+  virtual int gpus_per_run(const BenchOptions& options) const {
+    (void)options;
+    return min_gpus();
+  }
+  // Opt-in benchmarks (serve: minutes, and a model's worth of memory) run only when --only names
+  // them (their key or one of their case keys), never by default or through a key prefix.
+  virtual bool opt_in() const { return false; }
   // True when every rank of an MPI run takes part (collectives); false: only rank 0 runs it.
   virtual bool spans_ranks() const { return false; }
   // Runs every case. A failing case becomes a Record with outcome failed/incorrect/skipped and a

@@ -12,5 +12,6 @@ std::unique_ptr<Benchmark> make_transfer_benchmark();  // benchmarks/transfer.cu
 std::unique_ptr<Benchmark> make_gemm_benchmark();      // benchmarks/gemm.cu: cuBLASLt matrix products
 std::unique_ptr<Benchmark> make_p2p_benchmark();       // benchmarks/p2p.cu: GPU <-> GPU bandwidth and latency
 std::unique_ptr<Benchmark> make_collectives_benchmark();  // benchmarks/collectives.cu: NCCL (when NCCL is found)
+std::unique_ptr<Benchmark> make_serve_benchmark();  // benchmarks/serve.cpp: LLM serving on the CUDA engine (opt-in)
 
 }  // namespace gpuscout::cuda

@@ -1,0 +1,542 @@
+// LLM serving on the gpuscout CUDA engine (key "serve", opt-in: --only serve). One engine per run
+// (catalog model, default Llama-3.1-8B, BF16 random weights, TP over the GPUs given), then:
+//   serve/copy/4GiB                              4 GiB D2D copy: the HBM roofline's bandwidth, same run
+//   serve/engine/<model>/tp<N>                   what the engine took: weights, KV blocks, graphs, start-up
+//   serve/decode/<model>/tp<N>/b<B>_ctx<C>       decode-only steps of B sequences at context C: ms/step,
+//                                                tokens/s, % of the HBM roofline
+//   serve/prefill/<model>/tp<N>/t<T>             one T-token prompt: TFLOP/s (% of the BF16 GEMM rate
+//                                                of the same run is added by `bench`, see serve_options.hpp)
+//   serve/static/<model>/tp<N>/b<B>_isl<I>_osl<O> B requests at once through the scheduler (Offline)
+//   serve/load/<model>/tp<N>/<scenario>[...]     the --scenario run, or every --find-peak probe + the peak
+// A step's time is the wall time around Executor::execute(), which returns the sampled tokens to the
+// host: a step ends when the host has them, as in a server. docs/serving.md defines every figure.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine.hpp"
+#include "gpuscout/bench/serve_options.hpp"
+#include "gpuscout/bench/summary.hpp"
+#include "gpuscout/cuda/bench_util.hpp"
+#include "gpuscout/cuda/benchmarks.hpp"
+#include "gpuscout/cuda/check.hpp"
+#include "gpuscout/cuda/telemetry.hpp"
+#include "gpuscout/cuda/timing.hpp"
+#include "gpuscout/infer/engine_sut.hpp"
+#include "gpuscout/infer/weights.hpp"
+#include "gpuscout/serve/load_records.hpp"
+
+namespace gpuscout::cuda {
+namespace {
+
+namespace core = gpuscout::infer;      // scheduler, config, weights, EngineSut
+namespace ci = gpuscout::cuda::infer;  // the CUDA engine
+using results::Outcome;
+using results::Record;
+
+constexpr std::uint64_t kCopyBytes = std::uint64_t{4} << 30;
+constexpr std::uint64_t kPromptSeed = 1;  // prompts of the decode/prefill cases, as EngineSut's default
+constexpr int kBf16Bytes = 2;
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class ServeBenchmark final : public Benchmark {
+ public:
+  std::string key() const override { return "serve"; }
+  std::string description() const override {
+    return fmt::format(
+        "LLM serving on the gpuscout CUDA engine (BF16, random weights; --model, default {}): decode ms/step and "
+        "% of the HBM roofline at batch 1/8/32, 8k-token prefill TFLOP/s, a 32-request static batch end to end, "
+        "and --scenario offline|server|single-stream load runs with TTFT/TPOT/p99 and --find-peak",
+        bench::kDefaultServeModel);
+  }
+  std::optional<std::string> not_supported_reason(const DeviceContext& device) const override {
+    if (device.cc_major < 8) {
+      return fmt::format("needs compute capability 8.0+ for BF16 (this GPU is {}.{})", device.cc_major,
+                         device.cc_minor);
+    }
+    return std::nullopt;
+  }
+  int gpus_per_run(const BenchOptions& options) const override { return options.serve.tp; }
+  bool opt_in() const override { return true; }
+
+  std::vector<Record> run(const BenchEnv& env) override;
+};
+
+// Everything the cases share.
+struct Run {
+  const BenchEnv& env;
+  const bench::ServeOptions& o;
+  std::vector<int> gpus;  // one per TP rank
+  std::string tag;        // "<model>/tp<N>", the middle of every key
+  std::vector<Record> records;
+  std::optional<double> copy_gbps;  // serve/copy, when measured
+  ci::EngineInfo info;
+  nlohmann::ordered_json engine_summary;
+
+  Record make(const std::string& key, nlohmann::ordered_json params) const {
+    Record r;
+    r.key = key;
+    r.benchmark = "serve";
+    r.gpus = gpus;
+    r.params = std::move(params);
+    r.params["model"] = o.model.name;
+    r.params["tp"] = o.tp;
+    r.params["dtype"] = "bf16";
+    return r;
+  }
+  void skip(Record r, Outcome outcome, std::string reason) {
+    r.outcome = outcome;
+    r.reason = std::move(reason);
+    env.report(fmt::format("{}: {} ({})", r.key, results::to_string(r.outcome), r.reason));
+    records.push_back(std::move(r));
+  }
+};
+
+// 4 GiB device-to-device copy (copy engine), bytes read + written: the bandwidth the decode cases'
+// roofline divides by, measured in the same run as them (the memory benchmark's ce_copy convention).
+void measure_copy(Run& run) {
+  const std::string key = "serve/copy/" + bench::format_bytes(kCopyBytes);
+  Record r = run.make(key, {{"array_bytes", kCopyBytes},
+                            {"bytes_read", kCopyBytes},
+                            {"bytes_written", kCopyBytes},
+                            {"path", "copy engine"}});
+  r.gpus = {run.gpus.front()};
+  if (auto shortfall = memory_shortfall(2 * kCopyBytes)) return run.skip(std::move(r), Outcome::skipped, *shortfall);
+  DeviceBuffer<std::uint8_t> a(kCopyBytes), b(kCopyBytes);
+  GPUSCOUT_CUDA_CHECK(cudaMemset(b.get(), 1, kCopyBytes));
+  Stream stream;
+  std::uint8_t* dst = a.get();
+  const std::uint8_t* src = b.get();
+  TelemetryScope telemetry(run.env.telemetry);
+  const TimedRun timed = time_launches(
+      stream.get(),
+      [=](cudaStream_t s) { GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(dst, src, kCopyBytes, cudaMemcpyDeviceToDevice, s)); },
+      TimingPlan{}, run.env.options.timing, run.env.interrupted);
+  r.telemetry = telemetry.finish();
+  if (timed.seconds.empty()) return run.skip(std::move(r), Outcome::skipped, "interrupted");
+  const auto times = bench::summarize(timed.seconds);
+  r.metrics.push_back(bench::rate_metric("bandwidth", "GB/s", 2.0 * kCopyBytes / 1e9, times,
+                                         "bytes read + written per second, 1 GB = 1e9 B; the HBM roofline of "
+                                         "the serve/decode records"));
+  r.metrics.push_back(bench::time_metric("time", "ms", 1e3, times, "time per copy"));
+  bench::set_peak_reference(r, "bandwidth", "hbm_bandwidth_gbps");
+  run.copy_gbps = r.metrics.front().value;
+  run.env.report(fmt::format("{}: {:.0f} GB/s", key, *run.copy_gbps));
+  run.records.push_back(std::move(r));
+}
+
+// Block table of `tokens` positions for sequence number `seq` when every sequence owns
+// `blocks_each` consecutive blocks.
+std::vector<std::int32_t> block_table(int seq, int blocks_each, int tokens, int block_size) {
+  std::vector<std::int32_t> table;
+  const int need = (tokens + block_size - 1) / block_size;
+  for (int i = 0; i < need; ++i) table.push_back(seq * blocks_each + i);
+  return table;
+}
+
+// A chunk of sequence number `seq` (its slot too) starting at `start`.
+core::SeqChunk make_chunk(int seq, int start, std::vector<std::int32_t> tokens, int blocks_each, int block_size,
+                          bool samples) {
+  core::SeqChunk c;
+  c.seq_id = static_cast<std::uint64_t>(seq);
+  c.slot = seq;
+  c.start_position = start;
+  c.block_table = block_table(seq, blocks_each, start + static_cast<int>(tokens.size()), block_size);
+  c.tokens = std::move(tokens);
+  c.samples = samples;
+  return c;
+}
+
+std::vector<std::int32_t> prompt(int seq, int start, int size, int vocab) {
+  std::vector<std::int32_t> tokens;
+  for (int p = start; p < start + size; ++p) tokens.push_back(core::prompt_token(kPromptSeed, seq, p, vocab));
+  return tokens;
+}
+
+// Fills the KV cache of `batch` sequences with prompts of `context` tokens (steps of at most the
+// engine's token budget); returns each sequence's sampled token.
+std::vector<std::int32_t> prefill_sequences(ci::CudaEngine& engine, int batch, int context, int blocks_each) {
+  const int bs = engine.kv_block_size();
+  const int budget = engine.max_step_tokens();
+  const int vocab = engine.config().vocab;
+  std::vector<std::int32_t> last(static_cast<std::size_t>(batch));
+  core::StepPlan plan;
+  std::vector<int> sampled_seq;
+  auto flush = [&] {
+    if (plan.empty()) return;
+    const auto tokens = engine.execute(plan);
+    for (std::size_t i = 0; i < tokens.size() && i < sampled_seq.size(); ++i) last[sampled_seq[i]] = tokens[i];
+    plan = {};
+    sampled_seq.clear();
+  };
+  for (int s = 0; s < batch; ++s) {
+    for (int start = 0; start < context;) {
+      if (plan.prefill_tokens >= budget) flush();
+      const int size = std::min(context - start, budget - plan.prefill_tokens);
+      const bool samples = start + size == context;
+      if (samples) sampled_seq.push_back(s);
+      plan.chunks.push_back(make_chunk(s, start, prompt(s, start, size, vocab), blocks_each, bs, samples));
+      plan.prefill_tokens += size;
+      start += size;
+    }
+  }
+  flush();
+  return last;
+}
+
+// Times `step` (one engine step) until the stopping rule is met, after `warmup` untimed steps.
+std::vector<double> time_steps(const BenchEnv& env, int warmup, const std::function<void()>& step) {
+  for (int i = 0; i < warmup && !env.stop_requested(); ++i) step();
+  std::vector<double> samples;
+  const auto t0 = Clock::now();
+  while (!env.stop_requested() && !bench::should_stop(env.options.timing, samples, seconds_since(t0))) {
+    const auto s0 = Clock::now();
+    step();
+    samples.push_back(seconds_since(s0));
+  }
+  return samples;
+}
+
+// Times steps of `plan` under telemetry into `r`; nullopt (and `r` recorded as skipped) when
+// interrupted before the first sample.
+std::optional<bench::SampleSummary> time_plan(Run& run, Record& r, ci::CudaEngine& engine, const core::StepPlan& plan,
+                                              int warmup) {
+  TelemetryScope telemetry(run.env.telemetry);
+  const auto samples = time_steps(run.env, warmup, [&] { (void)engine.execute(plan); });
+  r.telemetry = telemetry.finish();
+  if (samples.empty()) {
+    run.skip(std::move(r), Outcome::skipped, "interrupted");
+    return std::nullopt;
+  }
+  return bench::summarize(samples);
+}
+
+void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
+  const auto& m = run.o.model;
+  const int context = run.o.isl;
+  const std::string key = fmt::format("serve/decode/{}/b{}_ctx{}", run.tag, batch, context);
+  if (!wanted(run.env.options, key)) return;
+  // Bytes one step must read, over all GPUs: every weight but the embedding table (a step gathers
+  // B rows of it; tied embeddings are read whole as the LM head), and the K/V of every position
+  // each sequence attends to (its context plus the new token).
+  const std::int64_t weight_read =
+      (m.weight_params() - (m.tied_embeddings ? 0 : std::int64_t{m.vocab} * m.hidden)) * kBf16Bytes;
+  const std::int64_t kv_read = std::int64_t{batch} * (context + 1) * m.kv_bytes_per_token(kBf16Bytes);
+  const double bytes_per_gpu = static_cast<double>(weight_read + kv_read) / run.o.tp;
+  Record r = run.make(key, {{"batch", batch},
+                            {"context_tokens", context},
+                            {"weight_bytes_read_per_step", weight_read},
+                            {"kv_bytes_read_per_step", kv_read},
+                            {"bytes_read_per_step_per_gpu", bytes_per_gpu}});
+  r.extra["engine"] = run.engine_summary;
+  const int bs = engine.kv_block_size();
+  const int blocks_each = (context + 1 + bs - 1) / bs;
+  if (batch > engine.max_running()) {
+    return run.skip(
+        std::move(r), Outcome::skipped,
+        fmt::format("batch {} exceeds the engine's largest batch {} (--max-batch)", batch, engine.max_running()));
+  }
+  if (std::int64_t{batch} * blocks_each > engine.kv_blocks()) {
+    return run.skip(
+        std::move(r), Outcome::skipped,
+        fmt::format("needs {} KV blocks of {} tokens, the engine has {}", batch * blocks_each, bs, engine.kv_blocks()));
+  }
+  const std::vector<std::int32_t> last = prefill_sequences(engine, batch, context, blocks_each);
+  core::StepPlan plan;
+  for (int s = 0; s < batch; ++s) {
+    plan.chunks.push_back(make_chunk(s, context, {last[static_cast<std::size_t>(s)]}, blocks_each, bs, true));
+  }
+  plan.decode_tokens = batch;
+  // The same step again and again: it rewrites the KV of position `context`, so every sample reads
+  // and writes the same bytes.
+  const auto timed = time_plan(run, r, engine, plan, 5);
+  if (!timed) return;
+  const bench::SampleSummary& times = *timed;
+  r.metrics.push_back(
+      bench::rate_metric("throughput", "tokens/s", batch, times, "decode tokens per second: batch / step time"));
+  r.metrics.push_back(bench::time_metric("step_time", "ms", 1e3, times,
+                                         "wall time of one decode-only engine step (execute() to sampled tokens)"));
+  r.metrics.push_back(bench::rate_metric("bandwidth", "GB/s", bytes_per_gpu / 1e9, times,
+                                         "bytes a step must read per GPU (weights but the embedding table, K/V of "
+                                         "the context) / step time; 1 GB = 1e9 B"));
+  std::string roofline;
+  if (run.copy_gbps) {
+    results::Metric pct;
+    pct.name = "hbm_roofline_pct";
+    pct.value = 100.0 * bytes_per_gpu / times.median / (*run.copy_gbps * 1e9);
+    pct.unit = "%";
+    pct.statistic = "value";
+    pct.note =
+        "bytes a step must read per GPU / median step time / the 4 GiB copy bandwidth of this run "
+        "(serve/copy)";
+    r.metrics.push_back(pct);
+    r.params["copy_bandwidth_gbps"] = *run.copy_gbps;
+    r.params["roofline_step_ms"] = 1e3 * bytes_per_gpu / (*run.copy_gbps * 1e9);
+    roofline = fmt::format(", {:.1f}% of the HBM roofline", pct.value);
+  }
+  run.env.report(
+      fmt::format("{}: {:.3f} ms/step, {:.0f} tokens/s{}", key, times.median * 1e3, batch / times.median, roofline));
+  run.records.push_back(std::move(r));
+}
+
+void prefill_case(Run& run, ci::CudaEngine& engine, int tokens) {
+  const std::string key = fmt::format("serve/prefill/{}/t{}", run.tag, tokens);
+  if (!wanted(run.env.options, key)) return;
+  const double flops = bench::prefill_flops(run.o.model, tokens);
+  Record r = run.make(key, {{"prompt_tokens", tokens},
+                            {"flops", flops},
+                            {"flops_formula",
+                             "2 x layer params x tokens + causal attention 4 x heads x head_dim x "
+                             "T(T+1)/2 per layer + LM head of the last token"}});
+  r.extra["engine"] = run.engine_summary;
+  const int bs = engine.kv_block_size();
+  const int blocks = (tokens + 1 + bs - 1) / bs;
+  if (tokens > engine.max_step_tokens()) {
+    return run.skip(std::move(r), Outcome::skipped,
+                    fmt::format("{} tokens exceed the engine's step of {} tokens", tokens, engine.max_step_tokens()));
+  }
+  if (blocks > engine.kv_blocks()) {
+    return run.skip(std::move(r), Outcome::skipped,
+                    fmt::format("needs {} KV blocks, the engine has {}", blocks, engine.kv_blocks()));
+  }
+  core::StepPlan plan;
+  plan.chunks.push_back(make_chunk(0, 0, prompt(0, 0, tokens, run.o.model.vocab), blocks, bs, true));
+  plan.prefill_tokens = tokens;
+  const auto timed = time_plan(run, r, engine, plan, 2);
+  if (!timed) return;
+  const bench::SampleSummary& times = *timed;
+  // Per GPU, so it compares with one GPU's GEMM rate and dense peak.
+  r.metrics.push_back(bench::rate_metric("throughput", "TFLOP/s", flops / run.o.tp / 1e12, times,
+                                         "prefill FLOPs (params: flops_formula) per GPU per second"));
+  r.metrics.push_back(bench::time_metric("time", "ms", 1e3, times, "wall time of the prefill step"));
+  r.metrics.push_back(bench::rate_metric("prefill_throughput", "tokens/s", tokens, times, "prompt tokens per second"));
+  bench::set_peak_reference(r, "throughput", "dense_tflops/bf16");
+  run.env.report(fmt::format("{}: {:.1f} ms, {:.0f} TFLOP/s per GPU", key, times.median * 1e3,
+                             flops / run.o.tp / times.median / 1e12));
+  run.records.push_back(std::move(r));
+}
+
+core::SchedulerConfig scheduler_config(const ci::CudaEngine& engine, int max_sequence_tokens) {
+  core::SchedulerConfig c;
+  c.block_size = engine.kv_block_size();
+  c.num_blocks = engine.kv_blocks();
+  c.max_step_tokens = engine.max_step_tokens();
+  c.max_running = engine.max_running();
+  c.max_sequence_tokens = max_sequence_tokens;
+  return c;
+}
+
+// One load-generator run on a fresh scheduler (an empty KV cache) and clock.
+serve::LoadSummary run_scenario(Run& run, ci::CudaEngine& engine, const serve::LoadSettings& settings) {
+  core::EngineSut sut(engine, scheduler_config(engine, run.o.max_sequence_tokens()), run.o.model.vocab, kPromptSeed);
+  serve::SteadyClock clock;
+  return serve::run_load(sut, clock, settings);
+}
+
+nlohmann::ordered_json load_params(const Run& run, const serve::LoadSettings& s) {
+  nlohmann::ordered_json p;
+  p["model"] = run.o.model.name;
+  p["tp"] = run.o.tp;
+  p["dtype"] = "bf16";
+  if (s.lengths.kind == serve::LengthSpec::Kind::from_file) {
+    p["lengths"] = s.lengths.source;
+  } else {
+    p["input_tokens"] = s.lengths.input_min;
+    p["output_tokens"] = s.lengths.output_min;
+  }
+  return p;
+}
+
+void finish_load_record(Run& run, Record r, std::optional<results::Telemetry> telemetry) {
+  r.gpus = run.gpus;
+  r.telemetry = std::move(telemetry);
+  r.extra["engine"] = run.engine_summary;
+  run.records.push_back(std::move(r));
+}
+
+// B requests of isl/osl all at once (Offline): the end-to-end static batch.
+void static_case(Run& run, ci::CudaEngine& engine) {
+  const int batch = *std::max_element(run.o.decode_batches.begin(), run.o.decode_batches.end());
+  const std::string key = fmt::format("serve/static/{}/b{}_isl{}_osl{}", run.tag, batch, run.o.isl, run.o.osl);
+  if (!wanted(run.env.options, key)) return;
+  serve::LoadSettings s;
+  s.scenario = serve::Scenario::offline;
+  s.lengths.input_min = s.lengths.input_max = run.o.isl;
+  s.lengths.output_min = s.lengths.output_max = run.o.osl;
+  s.min_requests = s.max_requests = batch;
+  s.gpus = run.o.tp;
+  try {
+    serve::LoadSettings warm = s;  // untimed: the same batch with short outputs (graphs, allocator)
+    warm.lengths.output_min = warm.lengths.output_max = std::min(run.o.osl, 4);
+    (void)run_scenario(run, engine, warm);
+    TelemetryScope telemetry(run.env.telemetry);
+    const serve::LoadSummary summary = run_scenario(run, engine, s);
+    auto tel = telemetry.finish();
+    nlohmann::ordered_json params = load_params(run, s);
+    params["batch"] = batch;
+    finish_load_record(run, serve::to_record(summary, key, params), std::move(tel));
+    run.env.report(fmt::format("{}: {:.0f} output tokens/s, TTFT p50 {:.0f} ms, TPOT p50 {:.2f} ms", key,
+                               summary.output_tokens_per_s, summary.ttft_ms.p50, summary.tpot_ms.p50));
+  } catch (const UsageError& e) {  // the engine cannot hold these requests
+    run.skip(run.make(key, load_params(run, s)), Outcome::skipped, e.what());
+  }
+}
+
+// The --scenario run, or --find-peak's probes and peak.
+void load_case(Run& run, ci::CudaEngine& engine) {
+  const serve::LoadSettings& s = *run.o.load;
+  const std::string prefix = fmt::format("serve/load/{}/{}", run.tag, serve::to_string(s.scenario));
+  if (!wanted(run.env.options, prefix)) return;
+  const nlohmann::ordered_json params = load_params(run, s);
+  try {
+    if (!run.o.find_peak) {
+      const std::string key =
+          s.scenario == serve::Scenario::server ? fmt::format("{}/rate_{:g}", prefix, s.target_rate) : prefix;
+      TelemetryScope telemetry(run.env.telemetry);
+      const serve::LoadSummary summary = run_scenario(run, engine, s);
+      auto tel = telemetry.finish();
+      finish_load_record(run, serve::to_record(summary, key, params), std::move(tel));
+      run.env.report(
+          fmt::format("{}: {} requests, {:.2f} requests/s, {:.0f} output tokens/s, p99 TTFT {:.0f} ms, "
+                      "p99 TPOT {:.2f} ms, {}",
+                      key, summary.requests, summary.requests_per_s, summary.output_tokens_per_s, summary.ttft_ms.p99,
+                      summary.tpot_ms.p99, summary.valid ? "VALID" : "INVALID"));
+      return;
+    }
+    std::vector<std::optional<results::Telemetry>> probe_telemetry;
+    const serve::PeakResult peak = serve::find_peak(
+        [&](double rate) {
+          serve::LoadSettings probe = s;
+          probe.target_rate = rate;
+          TelemetryScope telemetry(run.env.telemetry);
+          serve::LoadSummary summary = run_scenario(run, engine, probe);
+          probe_telemetry.push_back(telemetry.finish());
+          run.env.report(fmt::format("{}: probe {:.3g} requests/s: p99 TTFT {:.0f} ms, p99 TPOT {:.2f} ms, {}", prefix,
+                                     rate, summary.ttft_ms.p99, summary.tpot_ms.p99,
+                                     summary.valid ? "VALID" : "INVALID"));
+          return summary;
+        },
+        run.o.peak);
+    std::vector<Record> records = serve::peak_records(peak, prefix, params);
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      finish_load_record(run, std::move(records[i]),
+                         i < probe_telemetry.size() ? std::move(probe_telemetry[i]) : std::nullopt);
+    }
+    run.env.report(peak.found ? fmt::format("{}: peak {:.3g} requests/s", prefix, peak.peak_rate)
+                              : fmt::format("{}: no valid rate down to {:g} requests/s", prefix, run.o.peak.low));
+  } catch (const UsageError& e) {  // a request the engine can never hold (its context or KV cache)
+    run.skip(run.make(prefix, params), Outcome::skipped, e.what());
+  }
+}
+
+std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
+  const bench::ServeOptions& o = env.options.serve;
+  Run run{env, o, {}, fmt::format("{}/tp{}", o.model_slug, o.tp), {}, std::nullopt, {}, {}};
+  if (o.tp > 1) {
+    if (static_cast<int>(env.gpus.size()) < o.tp) {
+      throw UsageError(fmt::format("--tp {}: needs {} GPUs, {} given", o.tp, o.tp, env.gpus.size()));
+    }
+    run.gpus.assign(env.gpus.begin(), env.gpus.begin() + o.tp);
+  } else {
+    run.gpus = {env.device.index};
+  }
+  GPUSCOUT_CUDA_CHECK(cudaSetDevice(run.gpus.front()));
+
+  bool any_decode = false;
+  for (int b : o.decode_batches) {
+    any_decode = any_decode || wanted(env.options, fmt::format("serve/decode/{}/b{}_ctx{}", run.tag, b, o.isl));
+  }
+  if (any_decode) measure_copy(run);  // before the engine takes the memory
+  if (env.stop_requested()) return std::move(run.records);
+
+  ci::EngineOptions eo;
+  eo.gpus = run.gpus;
+  eo.max_kv_blocks = o.kv_blocks;
+  const int largest_batch = *std::max_element(o.decode_batches.begin(), o.decode_batches.end());
+  eo.max_running = o.max_batch > 0 ? o.max_batch : std::max(eo.max_running, largest_batch);
+  eo.max_step_tokens =
+      std::max(eo.max_step_tokens, *std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()));
+  eo.max_context = o.max_sequence_tokens();
+
+  const std::string engine_key = fmt::format("serve/engine/{}", run.tag);
+  Record engine_record = run.make(engine_key, {{"kv_block_size", eo.kv_block_size},
+                                               {"memory_fraction", eo.memory_fraction},
+                                               {"max_running", eo.max_running},
+                                               {"max_step_tokens", eo.max_step_tokens},
+                                               {"max_context", eo.max_context},
+                                               {"max_kv_blocks", eo.max_kv_blocks},
+                                               {"cuda_graphs", eo.cuda_graphs}});
+  env.report(
+      fmt::format("{}: building {} (BF16, TP {}) on GPU {}", engine_key, o.model.name, o.tp, fmt::join(run.gpus, ",")));
+  std::unique_ptr<ci::CudaEngine> engine;
+  const auto t0 = Clock::now();
+  try {
+    engine = ci::CudaEngine::create(o.model, eo);
+  } catch (const CudaError& e) {
+    (void)cudaGetLastError();
+    run.skip(std::move(engine_record), e.out_of_memory() ? Outcome::skipped : Outcome::failed, e.what());
+    return std::move(run.records);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {  // the model does not fit: the engine's message names what would
+    run.skip(std::move(engine_record), Outcome::skipped, e.what());
+    return std::move(run.records);
+  }
+  const double startup_s = seconds_since(t0);
+  run.info = engine->info();
+  const ci::EngineInfo& info = run.info;
+  run.engine_summary = {{"weight_bytes_per_gpu", info.weight_bytes_per_gpu},
+                        {"kv_cache_bytes_per_gpu", info.kv_cache_bytes_per_gpu},
+                        {"kv_blocks", info.kv_blocks},
+                        {"kv_block_size", info.kv_block_size},
+                        {"graph_buckets", info.graph_buckets}};
+  engine_record.params["weight_bytes_per_gpu"] = info.weight_bytes_per_gpu;
+  engine_record.params["kv_cache_bytes_per_gpu"] = info.kv_cache_bytes_per_gpu;
+  engine_record.params["workspace_bytes_per_gpu"] = info.workspace_bytes_per_gpu;
+  engine_record.params["kv_blocks"] = info.kv_blocks;
+  engine_record.params["kv_cache_tokens"] = std::int64_t{info.kv_blocks} * info.kv_block_size;
+  engine_record.extra["graph_buckets"] = info.graph_buckets;
+  engine_record.extra["gemm_choices"] = info.gemm_choices;
+  results::Metric startup;
+  startup.name = "startup_time";
+  startup.value = startup_s;
+  startup.unit = "s";
+  startup.statistic = "value";
+  startup.note = "engine creation: weights generated on the GPU, KV cache, GEMM choices, CUDA graphs";
+  engine_record.metrics.push_back(startup);
+  env.report(fmt::format("{}: ready in {:.1f} s: {:.1f} GiB of weights and {:.1f} GiB of KV cache ({} tokens) per GPU",
+                         engine_key, startup_s, info.weight_bytes_per_gpu / double(1 << 30),
+                         info.kv_cache_bytes_per_gpu / double(1 << 30),
+                         std::int64_t{info.kv_blocks} * info.kv_block_size));
+  run.records.push_back(std::move(engine_record));
+
+  // Each case catches its own CUDA failure so the others still run.
+  auto guarded = [&](const std::string& what, const std::function<void()>& body) {
+    if (env.stop_requested()) return;
+    try {
+      body();
+    } catch (const CudaError& e) {
+      (void)cudaGetLastError();
+      run.skip(run.make(fmt::format("serve/{}/{}", what, run.tag), {}), Outcome::failed, e.what());
+    }
+  };
+  for (int b : o.decode_batches) guarded("decode", [&] { decode_case(run, *engine, b); });
+  for (int t : o.prefill_tokens) guarded("prefill", [&] { prefill_case(run, *engine, t); });
+  guarded("static", [&] { static_case(run, *engine); });
+  if (o.load) guarded("load", [&] { load_case(run, *engine); });
+  return std::move(run.records);
+}
+
+}  // namespace
+
+std::unique_ptr<Benchmark> make_serve_benchmark() {
+  return std::make_unique<ServeBenchmark>();
+}
+
+}  // namespace gpuscout::cuda
