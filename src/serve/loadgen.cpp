@@ -487,21 +487,26 @@ PeakResult find_peak(const std::function<LoadSummary(double rate)>& run_at_rate,
   };
   auto budget_left = [&] { return static_cast<int>(result.probes.size()) < search.max_probes; };
 
-  if (!probe(search.low)) return result;  // even the lowest rate fails: peak 0, not found
-  result.found = true;
-  double low = search.low, high = search.high;
-  // Grow the bracket: double `high` while it stays valid.
-  bool high_invalid = false;
+  // Bracket the peak starting from the guess `high`: double while valid, halve (not below `low`)
+  // while invalid. Starting near the answer matters on a real engine: a probe lasts about
+  // min_requests / rate seconds, so probing a far-too-low rate first would dominate the search.
+  double low = 0, high = 0;  // highest valid, lowest invalid rate seen (0: none yet)
+  double rate = search.high;
   while (budget_left()) {
-    if (!probe(high)) {
-      high_invalid = true;
-      break;
+    if (probe(rate)) {
+      low = rate;
+      if (high > 0) break;
+      rate *= 2;
+    } else {
+      high = rate;
+      if (low > 0 || rate <= search.low) break;
+      rate = std::max(rate / 2, search.low);
     }
-    low = high;
-    high *= 2;
   }
+  if (low == 0) return result;  // no valid rate down to `low`: peak 0, not found
+  result.found = true;
   // Bisect [low valid, high invalid] until it is within the tolerance of `low`.
-  while (high_invalid && budget_left() && (high - low) > search.relative_tolerance * low) {
+  while (high > 0 && budget_left() && (high - low) > search.relative_tolerance * low) {
     const double mid = 0.5 * (low + high);
     if (probe(mid)) {
       low = mid;

@@ -672,9 +672,11 @@ TEST(LoadgenPeak, BisectionConvergesToTheThreshold) {
   EXPECT_LE(r.peak_rate, 3.7);
   EXPECT_GE(r.peak_rate, 3.7 / (1 + search.relative_tolerance));
   EXPECT_LE(static_cast<int>(r.probes.size()), search.max_probes);
-  EXPECT_DOUBLE_EQ(r.probes[0].target_rate, 0.1);
-  EXPECT_DOUBLE_EQ(r.probes[1].target_rate, 8.0);
-  EXPECT_DOUBLE_EQ(r.probes[2].target_rate, 4.05);  // midpoint of [0.1, 8]
+  // From the guess 8: halve while invalid (8, 4), then bisect [2 valid, 4 invalid].
+  EXPECT_DOUBLE_EQ(r.probes[0].target_rate, 8.0);
+  EXPECT_DOUBLE_EQ(r.probes[1].target_rate, 4.0);
+  EXPECT_DOUBLE_EQ(r.probes[2].target_rate, 2.0);
+  EXPECT_DOUBLE_EQ(r.probes[3].target_rate, 3.0);
   for (const LoadSummary& p : r.probes) EXPECT_EQ(p.valid, p.target_rate <= 3.7);
 
   // Deterministic: the same probes again.
@@ -686,11 +688,11 @@ TEST(LoadgenPeak, BisectionConvergesToTheThreshold) {
 TEST(LoadgenPeak, DoublesHighWhileValid) {
   const PeakResult r = find_peak([](double rate) { return threshold_run(rate, 50); }, PeakSearch{});
   ASSERT_GE(r.probes.size(), 5u);
-  EXPECT_DOUBLE_EQ(r.probes[1].target_rate, 8);
-  EXPECT_DOUBLE_EQ(r.probes[2].target_rate, 16);
-  EXPECT_DOUBLE_EQ(r.probes[3].target_rate, 32);
-  EXPECT_DOUBLE_EQ(r.probes[4].target_rate, 64);
-  EXPECT_DOUBLE_EQ(r.probes[5].target_rate, 48);
+  EXPECT_DOUBLE_EQ(r.probes[0].target_rate, 8);
+  EXPECT_DOUBLE_EQ(r.probes[1].target_rate, 16);
+  EXPECT_DOUBLE_EQ(r.probes[2].target_rate, 32);
+  EXPECT_DOUBLE_EQ(r.probes[3].target_rate, 64);
+  EXPECT_DOUBLE_EQ(r.probes[4].target_rate, 48);
   EXPECT_GE(r.peak_rate, 50 / 1.05);
   EXPECT_LE(r.peak_rate, 50);
 
@@ -700,14 +702,16 @@ TEST(LoadgenPeak, DoublesHighWhileValid) {
   const PeakResult capped = find_peak([](double rate) { return threshold_run(rate, 1000); }, few);
   EXPECT_EQ(capped.probes.size(), 3u);
   EXPECT_TRUE(capped.found);
-  EXPECT_DOUBLE_EQ(capped.peak_rate, 16);
+  EXPECT_DOUBLE_EQ(capped.peak_rate, 32);
 }
 
 TEST(LoadgenPeak, NothingValid) {
   const PeakResult r = find_peak([](double rate) { return threshold_run(rate, 0.01); }, PeakSearch{});
   EXPECT_FALSE(r.found);
   EXPECT_DOUBLE_EQ(r.peak_rate, 0);
-  EXPECT_EQ(r.probes.size(), 1u);
+  // 8, 4, 2, 1, 0.5, 0.25, 0.125, then `low` itself.
+  ASSERT_EQ(r.probes.size(), 8u);
+  EXPECT_DOUBLE_EQ(r.probes.back().target_rate, 0.1);
 
   PeakSearch bad;
   bad.high = 0.05;

@@ -105,8 +105,9 @@ struct LoadSummary {
 // < 1, bounds < 0) naming the flag, and when the SUT rejects a request (its reason).
 LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& settings);
 
-// --find-peak: the highest Server rate that stays VALID, by bisection between `low` and `high`
-// requests/s (doubling `high` first while runs stay valid), to a relative tolerance. `run_at_rate`
+// --find-peak: the highest Server rate that stays VALID. The first probe runs at `high` (the
+// caller's guess); the search doubles while probes are valid or halves (not below `low`) while
+// they are invalid until it holds a valid and an invalid rate, then bisects to a relative tolerance. `run_at_rate`
 // runs one Server probe at the given rate on a fresh system (the caller resets engine and clock).
 struct PeakSearch {
   double low = 0.1, high = 8.0;
