@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Llama-3.1-70B (BF16, ~70.6 GB of weights per GPU) with tensor parallelism over 2 H200s (kind
 # nvidia-h200-x2): decode roofline cases, an 8k prefill, the 32 x 512/128 static batch, then a
-# Server scenario with --find-peak (p99 TTFT <= 2 s, p99 TPOT <= 200 ms).
+# Server scenario with --find-peak (p99 TTFT <= 2 s, p99 TPOT <= 100 ms, at least 15 s of arrivals per probe).
 # Usage, from the repository root there:  bash bench/run_serve_h200_x2.sh
 # Binary: DIST (default .devdist, made here by scripts/make-device-dist.sh and carried). The
 # NVLink-multicast-off variables (NCCL_NVLS_ENABLE ...) are left as the machine sets them.
@@ -27,7 +27,7 @@ echo "== 70B TP2 cases: exit $? after $(($(date +%s) - start)) s"
 
 start=$(date +%s)
 "$bin" -v bench --only serve/load --gpus 0,1 --tp 2 --model llama-3.1-70b --find-peak --rate 4 --ttft-ms 2000 \
-  --tpot-ms 200 --requests 64 --out "$OUT/serve70b_peak.json" $tags \
+  --tpot-ms 100 --requests 64 --duration-s 15 --out "$OUT/serve70b_peak.json" $tags \
   >"$logs/serve70b_peak.txt" 2>"$logs/serve70b_peak.log"
 echo "== 70B TP2 Server --find-peak: exit $? after $(($(date +%s) - start)) s"
 
