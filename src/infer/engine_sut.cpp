@@ -45,7 +45,9 @@ EngineSut::EngineSut(Executor& executor, SchedulerConfig config, int vocab, std:
       virtual_clock_(virtual_clock),
       cost_(cost) {}
 
-std::string EngineSut::name() const { return executor_.name(); }
+std::string EngineSut::name() const {
+  return executor_.name();
+}
 
 std::optional<std::string> EngineSut::reject_reason(const serve::Request& request) const {
   const auto problem = detail::sequence_limit_problem(scheduler_.config(), request.input_tokens, request.output_tokens);
@@ -66,13 +68,16 @@ void EngineSut::submit(const serve::Request& request) {
   outputs_[request.id].reserve(static_cast<std::size_t>(request.output_tokens));
 }
 
-bool EngineSut::idle() const { return scheduler_.idle(); }
+bool EngineSut::idle() const {
+  return scheduler_.idle();
+}
 
 void EngineSut::step(std::vector<serve::TokenEvent>& events) {
   const StepPlan plan = scheduler_.plan();
   if (plan.empty()) {
     if (!scheduler_.idle()) {
-      throw std::logic_error(fmt::format("EngineSut: {} sequences wait and none can be scheduled", scheduler_.waiting()));
+      throw std::logic_error(
+          fmt::format("EngineSut: {} sequences wait and none can be scheduled", scheduler_.waiting()));
     }
     return;
   }

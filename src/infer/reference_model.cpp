@@ -75,7 +75,8 @@ void linear(const Tensor& x, int in_features, const Tensor& w, int out_features,
   y.assign(rows * out_features, 0.0f);
   for (std::size_t r = 0; r < rows; ++r) {
     for (int n = 0; n < out_features; ++n) {
-      y[r * out_features + n] = round_to_bf16(static_cast<float>(dot(&x[r * in_features], &w[std::size_t(n) * in_features], in_features)));
+      y[r * out_features + n] =
+          round_to_bf16(static_cast<float>(dot(&x[r * in_features], &w[std::size_t(n) * in_features], in_features)));
     }
   }
 }
@@ -86,7 +87,8 @@ void linear_add_residual(const Tensor& x, int in_features, const Tensor& w, int 
   const std::size_t rows = x.size() / in_features;
   for (std::size_t r = 0; r < rows; ++r) {
     for (int n = 0; n < out_features; ++n) {
-      const float projected = static_cast<float>(dot(&x[r * in_features], &w[std::size_t(n) * in_features], in_features));
+      const float projected =
+          static_cast<float>(dot(&x[r * in_features], &w[std::size_t(n) * in_features], in_features));
       float& out = residual[r * out_features + n];
       out = round_to_bf16(out + projected);
     }
@@ -130,7 +132,8 @@ struct CacheShape {
 };
 
 // Position p of a sequence: block block_table[p / block_size], offset p % block_size.
-std::size_t cache_offset(const CacheShape& shape, const std::vector<std::int32_t>& block_table, int position, int kv_head) {
+std::size_t cache_offset(const CacheShape& shape, const std::vector<std::int32_t>& block_table, int position,
+                         int kv_head) {
   return shape.offset(block_table[position / shape.block_size], position % shape.block_size, kv_head);
 }
 
@@ -182,7 +185,8 @@ void attention(const Tensor& qkv, int stride, int heads, const CacheShape& shape
         const float* v = &v_cache[cache_offset(shape, chunk.block_table, p, g)];
         for (int j = 0; j < d; ++j) acc[j] += static_cast<double>(weight) * v[j];
       }
-      for (int j = 0; j < d; ++j) out[row * out_stride + static_cast<std::size_t>(h) * d + j] = round_to_bf16(static_cast<float>(acc[j]));
+      for (int j = 0; j < d; ++j)
+        out[row * out_stride + static_cast<std::size_t>(h) * d + j] = round_to_bf16(static_cast<float>(acc[j]));
     }
   }
 }
@@ -217,7 +221,7 @@ struct ReferenceModel::Impl {
   Tensor embedding;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   Tensor final_norm;
-  Tensor lm_head;  // [vocab, hidden]; the embedding when tied
+  Tensor lm_head;                        // [vocab, hidden]; the embedding when tied
   std::vector<Tensor> k_cache, v_cache;  // per layer
   std::vector<std::vector<float>> last_logits;
 
@@ -227,7 +231,8 @@ struct ReferenceModel::Impl {
 
 ReferenceModel::ReferenceModel(TransformerConfig config, ReferenceOptions options) : impl_(std::make_shared<Impl>()) {
   auto positive = [](int value, const char* field) {
-    if (value < 1) throw std::invalid_argument(fmt::format("ReferenceModel: {} must be at least 1 (got {})", field, value));
+    if (value < 1)
+      throw std::invalid_argument(fmt::format("ReferenceModel: {} must be at least 1 (got {})", field, value));
   };
   positive(config.layers, "layers");
   positive(config.hidden, "hidden");
@@ -241,9 +246,10 @@ ReferenceModel::ReferenceModel(TransformerConfig config, ReferenceOptions option
   positive(options.max_running, "max_running");
   positive(options.max_step_tokens, "max_step_tokens");
   if (config.heads % config.kv_heads != 0 || config.head_dim % 2 != 0) {
-    throw std::invalid_argument(fmt::format("ReferenceModel: heads ({}) must be a multiple of kv_heads ({}) and head_dim "
-                                            "({}) even",
-                                            config.heads, config.kv_heads, config.head_dim));
+    throw std::invalid_argument(
+        fmt::format("ReferenceModel: heads ({}) must be a multiple of kv_heads ({}) and head_dim "
+                    "({}) even",
+                    config.heads, config.kv_heads, config.head_dim));
   }
   Impl& m = *impl_;
   m.config = std::move(config);
@@ -273,15 +279,31 @@ ReferenceModel::ReferenceModel(TransformerConfig config, ReferenceOptions option
   m.v_cache.assign(c.layers, Tensor(cache_elements, 0.0f));
 }
 
-int ReferenceModel::kv_block_size() const { return impl_->options.kv_block_size; }
-int ReferenceModel::kv_blocks() const { return impl_->options.kv_blocks; }
-int ReferenceModel::max_running() const { return impl_->options.max_running; }
-int ReferenceModel::max_step_tokens() const { return impl_->options.max_step_tokens; }
-const std::vector<std::vector<float>>& ReferenceModel::last_logits() const { return impl_->last_logits; }
-const TransformerConfig& ReferenceModel::config() const { return impl_->config; }
+int ReferenceModel::kv_block_size() const {
+  return impl_->options.kv_block_size;
+}
+int ReferenceModel::kv_blocks() const {
+  return impl_->options.kv_blocks;
+}
+int ReferenceModel::max_running() const {
+  return impl_->options.max_running;
+}
+int ReferenceModel::max_step_tokens() const {
+  return impl_->options.max_step_tokens;
+}
+const std::vector<std::vector<float>>& ReferenceModel::last_logits() const {
+  return impl_->last_logits;
+}
+const TransformerConfig& ReferenceModel::config() const {
+  return impl_->config;
+}
 
-const std::vector<float>& ReferenceModel::k_cache(int layer) const { return impl_->k_cache.at(static_cast<std::size_t>(layer)); }
-const std::vector<float>& ReferenceModel::v_cache(int layer) const { return impl_->v_cache.at(static_cast<std::size_t>(layer)); }
+const std::vector<float>& ReferenceModel::k_cache(int layer) const {
+  return impl_->k_cache.at(static_cast<std::size_t>(layer));
+}
+const std::vector<float>& ReferenceModel::v_cache(int layer) const {
+  return impl_->v_cache.at(static_cast<std::size_t>(layer));
+}
 
 void ReferenceModel::Impl::check(const StepPlan& plan) const {
   auto fail = [](const SeqChunk& chunk, const std::string& what) {
@@ -295,7 +317,8 @@ void ReferenceModel::Impl::check(const StepPlan& plan) const {
       fail(chunk, fmt::format("slot {} outside [0, {})", chunk.slot, options.max_running));
     }
     for (std::int32_t t : chunk.tokens) {
-      if (t < 0 || t >= config.vocab) fail(chunk, fmt::format("token {} outside the vocabulary of {}", t, config.vocab));
+      if (t < 0 || t >= config.vocab)
+        fail(chunk, fmt::format("token {} outside the vocabulary of {}", t, config.vocab));
     }
     const std::size_t end = static_cast<std::size_t>(chunk.start_position) + chunk.tokens.size();
     const std::size_t blocks = (end + options.kv_block_size - 1) / options.kv_block_size;
@@ -310,8 +333,8 @@ void ReferenceModel::Impl::check(const StepPlan& plan) const {
     tokens += static_cast<int>(chunk.tokens.size());
   }
   if (tokens > options.max_step_tokens) {
-    throw std::invalid_argument(
-        fmt::format("ReferenceModel: the step has {} tokens, more than max_step_tokens {}", tokens, options.max_step_tokens));
+    throw std::invalid_argument(fmt::format("ReferenceModel: the step has {} tokens, more than max_step_tokens {}",
+                                            tokens, options.max_step_tokens));
   }
 }
 

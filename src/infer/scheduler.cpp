@@ -18,8 +18,9 @@ std::optional<std::string> sequence_limit_problem(const SchedulerConfig& config,
   if (output < 1) return fmt::format("{} output tokens requested; at least 1 is needed", output);
   const std::int64_t total = prompt + output;
   if (config.max_sequence_tokens > 0 && total > config.max_sequence_tokens) {
-    return fmt::format("{} input + {} output = {} tokens exceed the engine's context of {} tokens (max_sequence_tokens)",
-                       prompt, output, total, config.max_sequence_tokens);
+    return fmt::format(
+        "{} input + {} output = {} tokens exceed the engine's context of {} tokens (max_sequence_tokens)", prompt,
+        output, total, config.max_sequence_tokens);
   }
   const std::int64_t blocks = blocks_at_most(config, prompt, output);
   if (blocks > config.num_blocks) {
@@ -43,9 +44,9 @@ struct Scheduler::Sequence {
   std::vector<std::int32_t> tokens;  // the prompt, then every token produced
   int prompt_len = 0;
   int max_new_tokens = 0;
-  int computed = 0;        // positions whose K/V are cached (or planned in the current step)
-  bool decoding = false;   // its prefill (or recompute) is done: each step feeds its last token
-  bool running = false;    // admitted: holds a slot and blocks
+  int computed = 0;       // positions whose K/V are cached (or planned in the current step)
+  bool decoding = false;  // its prefill (or recompute) is done: each step feeds its last token
+  bool running = false;   // admitted: holds a slot and blocks
   int slot = -1;
   std::uint64_t admitted = 0;  // admission counter, for "most recently admitted"
   std::vector<std::int32_t> block_table;
@@ -62,7 +63,9 @@ void require(bool ok, const char* field, const std::string& what) {
   if (!ok) throw std::invalid_argument(fmt::format("scheduler: {} {}", field, what));
 }
 
-int blocks_for(int positions, int block_size) { return (positions + block_size - 1) / block_size; }
+int blocks_for(int positions, int block_size) {
+  return (positions + block_size - 1) / block_size;
+}
 
 }  // namespace
 
@@ -87,7 +90,8 @@ void Scheduler::add(SequenceRequest request) {
       detail::sequence_limit_problem(config_, static_cast<std::int64_t>(request.prompt.size()), request.max_new_tokens);
   if (problem) throw std::invalid_argument(fmt::format("sequence {}: {}", request.id, *problem));
   for (const auto& s : storage_) {
-    if (s->id == request.id) throw std::invalid_argument(fmt::format("sequence {}: already queued or running", request.id));
+    if (s->id == request.id)
+      throw std::invalid_argument(fmt::format("sequence {}: already queued or running", request.id));
   }
   auto seq = std::make_unique<Sequence>();
   seq->id = request.id;
@@ -101,8 +105,7 @@ void Scheduler::add(SequenceRequest request) {
 void Scheduler::release(Sequence& seq) {
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) free_blocks_.push_back(*it);
   seq.block_table.clear();
-  free_slots_.insert(std::upper_bound(free_slots_.begin(), free_slots_.end(), seq.slot, std::greater<int>()),
-                     seq.slot);
+  free_slots_.insert(std::upper_bound(free_slots_.begin(), free_slots_.end(), seq.slot, std::greater<int>()), seq.slot);
   seq.slot = -1;
   seq.running = false;
   running_.erase(std::find(running_.begin(), running_.end(), &seq));
@@ -110,8 +113,8 @@ void Scheduler::release(Sequence& seq) {
 
 void Scheduler::preempt(Sequence& victim, StepPlan& plan, int& budget) {
   if (victim.planned_tokens > 0) {  // it already has a chunk in this plan: take it out
-    const auto it = std::find_if(plan.chunks.begin(), plan.chunks.end(),
-                                 [&](const SeqChunk& c) { return c.seq_id == victim.id; });
+    const auto it =
+        std::find_if(plan.chunks.begin(), plan.chunks.end(), [&](const SeqChunk& c) { return c.seq_id == victim.id; });
     plan.chunks.erase(it);
     (victim.planned_decode ? plan.decode_tokens : plan.prefill_tokens) -= victim.planned_tokens;
     budget += victim.planned_tokens;
@@ -227,7 +230,8 @@ StepPlan Scheduler::plan() {
 }
 
 std::vector<SequenceOutput> Scheduler::complete(const StepPlan& plan, const std::vector<std::int32_t>& sampled) {
-  const auto sampling = std::count_if(plan.chunks.begin(), plan.chunks.end(), [](const SeqChunk& c) { return c.samples; });
+  const auto sampling =
+      std::count_if(plan.chunks.begin(), plan.chunks.end(), [](const SeqChunk& c) { return c.samples; });
   if (static_cast<std::size_t>(sampling) != sampled.size()) {
     throw std::invalid_argument(fmt::format("Scheduler::complete: {} sampled tokens for a plan with {} sampling chunks",
                                             sampled.size(), sampling));
@@ -266,11 +270,23 @@ std::vector<SequenceOutput> Scheduler::complete(const StepPlan& plan, const std:
   return outputs;
 }
 
-bool Scheduler::idle() const { return waiting_.empty() && running_.empty(); }
-int Scheduler::waiting() const { return static_cast<int>(waiting_.size()); }
-int Scheduler::running() const { return static_cast<int>(running_.size()); }
-int Scheduler::free_blocks() const { return static_cast<int>(free_blocks_.size()); }
-std::int64_t Scheduler::preemptions() const { return preemptions_; }
-const SchedulerConfig& Scheduler::config() const { return config_; }
+bool Scheduler::idle() const {
+  return waiting_.empty() && running_.empty();
+}
+int Scheduler::waiting() const {
+  return static_cast<int>(waiting_.size());
+}
+int Scheduler::running() const {
+  return static_cast<int>(running_.size());
+}
+int Scheduler::free_blocks() const {
+  return static_cast<int>(free_blocks_.size());
+}
+std::int64_t Scheduler::preemptions() const {
+  return preemptions_;
+}
+const SchedulerConfig& Scheduler::config() const {
+  return config_;
+}
 
 }  // namespace gpuscout::infer

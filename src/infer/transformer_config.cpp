@@ -60,10 +60,10 @@ TransformerConfig TransformerConfig::from_model(const workloads::ModelInfo& mode
     std::vector<std::string> names;
     for (const auto& m : missing) names.push_back(m.what);
     const bool plural = missing.size() > 1 || missing.front().plural;
-    throw UsageError(fmt::format(
-        "{}: {} {} not implemented by the gpuscout engine (it runs Llama-family decoders: RMSNorm, RoPE, "
-        "grouped-query attention, gated SiLU MLP, no biases)",
-        model.name, join_with_and(names), plural ? "are" : "is"));
+    throw UsageError(
+        fmt::format("{}: {} {} not implemented by the gpuscout engine (it runs Llama-family decoders: RMSNorm, RoPE, "
+                    "grouped-query attention, gated SiLU MLP, no biases)",
+                    model.name, join_with_and(names), plural ? "are" : "is"));
   }
 
   TransformerConfig c;
@@ -82,12 +82,11 @@ TransformerConfig TransformerConfig::from_model(const workloads::ModelInfo& mode
   // engine serves contexts up to the window.
   if (arch.sliding_window && *arch.sliding_window < c.max_context) c.max_context = *arch.sliding_window;
   if (c.heads % c.kv_heads != 0) {
-    throw UsageError(fmt::format("{}: {} query heads are not a multiple of {} KV heads", model.name, c.heads,
-                                 c.kv_heads));
+    throw UsageError(
+        fmt::format("{}: {} query heads are not a multiple of {} KV heads", model.name, c.heads, c.kv_heads));
   }
   if (c.head_dim % 2 != 0) {
-    throw UsageError(fmt::format("{}: head_dim {} is odd; RoPE rotates pairs of dimensions", model.name,
-                                 c.head_dim));
+    throw UsageError(fmt::format("{}: head_dim {} is odd; RoPE rotates pairs of dimensions", model.name, c.head_dim));
   }
   return c;
 }

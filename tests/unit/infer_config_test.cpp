@@ -79,11 +79,13 @@ TEST(TransformerConfig, AcceptsLlamaFamilyAndMistral) {
 }
 
 TEST(TransformerConfig, RejectsWhatTheEngineDoesNotImplement) {
-  EXPECT_EQ(usage_error_of([] { TransformerConfig::from_model(catalog().get("Qwen2.5-7B")); }).rfind(
-                "Qwen2.5-7B: QKV biases are not implemented by the gpuscout engine", 0),
+  EXPECT_EQ(usage_error_of([] {
+              TransformerConfig::from_model(catalog().get("Qwen2.5-7B"));
+            }).rfind("Qwen2.5-7B: QKV biases are not implemented by the gpuscout engine", 0),
             0u);
-  EXPECT_NE(usage_error_of([] { TransformerConfig::from_model(catalog().get("Mixtral-8x7B")); })
-                .find("Mixtral-8x7B: mixture-of-experts MLPs are not implemented"),
+  EXPECT_NE(usage_error_of([] {
+              TransformerConfig::from_model(catalog().get("Mixtral-8x7B"));
+            }).find("Mixtral-8x7B: mixture-of-experts MLPs are not implemented"),
             std::string::npos);
   const std::string deepseek = usage_error_of([] { TransformerConfig::from_model(catalog().get("DeepSeek-V3")); });
   EXPECT_NE(deepseek.find("mixture-of-experts"), std::string::npos) << deepseek;

@@ -42,8 +42,8 @@ std::vector<serve::Request> requests(int n) {
 }
 
 struct Drive {
-  std::map<std::uint64_t, int> tokens;     // tokens seen per request
-  std::map<std::uint64_t, int> finished;   // finished events per request
+  std::map<std::uint64_t, int> tokens;    // tokens seen per request
+  std::map<std::uint64_t, int> finished;  // finished events per request
   int steps = 0;
 };
 
@@ -161,7 +161,8 @@ TEST(EngineSut, VirtualClockAdvancesByTheStepCost) {
   drive(sut, requests(5));
   const EngineSutStats& s = sut.stats();
   EXPECT_NEAR(clock.now_s(),
-              cost.fixed_s * static_cast<double>(s.steps) + cost.per_decode_token_s * static_cast<double>(s.decode_tokens) +
+              cost.fixed_s * static_cast<double>(s.steps) +
+                  cost.per_decode_token_s * static_cast<double>(s.decode_tokens) +
                   cost.per_prefill_token_s * static_cast<double>(s.prefill_tokens),
               1e-12);
 }

@@ -26,8 +26,8 @@ ReferenceOptions small_options() {
   return o;
 }
 
-SeqChunk chunk(std::uint64_t id, int slot, int start, std::vector<std::int32_t> tokens, std::vector<std::int32_t> blocks,
-               bool samples) {
+SeqChunk chunk(std::uint64_t id, int slot, int start, std::vector<std::int32_t> tokens,
+               std::vector<std::int32_t> blocks, bool samples) {
   SeqChunk c;
   c.seq_id = id;
   c.slot = slot;
@@ -47,7 +47,8 @@ StepPlan plan_of(std::vector<SeqChunk> chunks) {
 
 // A plain, unpaged implementation written from the conventions (kernels.hpp), weights computed
 // element by element from weights.hpp: an independent check of indexing, layouts and rounding.
-std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed, const std::vector<std::int32_t>& tokens) {
+std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed,
+                                const std::vector<std::int32_t>& tokens) {
   auto w = [&](WeightKind kind, int layer, std::int64_t row, std::int64_t col, int in) {
     if (kind == WeightKind::lm_head && c.tied_embeddings) kind = WeightKind::embedding, layer = 0;
     return round_to_bf16(weight_value(tensor_stream(seed, kind, static_cast<std::uint32_t>(layer)), kind,
@@ -79,7 +80,8 @@ std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed, 
     const int d = c.head_dim, half = d / 2;
     for (int h = 0; h < heads; ++h) {
       for (int i = 0; i < half; ++i) {
-        const float inv_freq = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(c.rope_theta)), -2.0 * i / d));
+        const float inv_freq =
+            static_cast<float>(std::pow(static_cast<double>(static_cast<float>(c.rope_theta)), -2.0 * i / d));
         const float a = static_cast<float>(pos) * inv_freq;
         const float x1 = v[h * d + i], x2 = v[h * d + i + half];
         v[h * d + i] = round_to_bf16(x1 * std::cos(a) - x2 * std::sin(a));
@@ -110,7 +112,8 @@ std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed, 
         float mx = -INFINITY, sum = 0;
         for (int s = 0; s <= t; ++s) {
           double dot = 0;
-          for (int i = 0; i < c.head_dim; ++i) dot += static_cast<double>(q[t][h * c.head_dim + i]) * k[s][g * c.head_dim + i];
+          for (int i = 0; i < c.head_dim; ++i)
+            dot += static_cast<double>(q[t][h * c.head_dim + i]) * k[s][g * c.head_dim + i];
           p[s] = static_cast<float>(dot) * (1.0f / std::sqrt(static_cast<float>(c.head_dim)));
           mx = std::max(mx, p[s]);
         }
@@ -259,12 +262,13 @@ TEST(ReferenceModel, WritesKvAtThePlannedSlotsOnly) {
   expected.insert({2, 2});
   for (int layer = 0; layer < c.layers; ++layer) {
     for (const std::vector<float>* cache : {&model.k_cache(layer), &model.v_cache(layer)}) {
-      ASSERT_EQ(cache->size(), static_cast<std::size_t>(options.kv_blocks) * c.kv_heads * options.kv_block_size * c.head_dim);
+      ASSERT_EQ(cache->size(),
+                static_cast<std::size_t>(options.kv_blocks) * c.kv_heads * options.kv_block_size * c.head_dim);
       for (int block = 0; block < options.kv_blocks; ++block) {
         for (int g = 0; g < c.kv_heads; ++g) {
           for (int offset = 0; offset < options.kv_block_size; ++offset) {
-            const std::size_t at = ((static_cast<std::size_t>(block) * c.kv_heads + g) * options.kv_block_size + offset) *
-                                   c.head_dim;
+            const std::size_t at =
+                ((static_cast<std::size_t>(block) * c.kv_heads + g) * options.kv_block_size + offset) * c.head_dim;
             int nonzero = 0;
             for (int d = 0; d < c.head_dim; ++d) {
               const float v = (*cache)[at + d];

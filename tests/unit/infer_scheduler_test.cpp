@@ -335,7 +335,7 @@ TEST(Scheduler, PreemptsTheMostRecentlyAdmittedAndRecomputes) {
   EXPECT_EQ(s.free_blocks(), 1);
   step();  // 1 decodes position 4: its second block; none left
   EXPECT_EQ(s.free_blocks(), 0);
-  step();         // positions 5 and 7
+  step();           // positions 5 and 7
   plan = s.plan();  // 1 at position 6, then 2 at position 8 needs a block: 1 is the other one, it goes
   ASSERT_EQ(plan.preempted, (std::vector<std::uint64_t>{1}));
   ASSERT_EQ(plan.chunks.size(), 1u);
