@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "gpuscout/bench/gemm_shapes.hpp"
 #include "gpuscout/report/svg_chart.hpp"
@@ -604,6 +605,163 @@ std::optional<Section> collective_section(const std::vector<ReportInput>& inputs
   return s;
 }
 
+// ----------------------------------------------------------------------------------- serving
+
+// "serve/load/<model>/tp<N>/<scenario>/probe_<i>" and ".../peak": the model from params (the key holds a
+// lower-cased slug), the TP degree and scenario likewise.
+struct ServeGroup {
+  std::size_t input = 0;
+  std::string model, tp, scenario;
+  std::vector<const Record*> probes;
+  const Record* peak = nullptr;
+};
+
+std::string serve_model(const Record& r, const std::vector<std::string>& parts) {
+  return string_param(r.params, {"model"}).value_or(parts.size() > 2 ? parts[2] : "?");
+}
+
+std::string serve_tp(const Record& r, const std::vector<std::string>& parts) {
+  if (auto tp = number_param(r.params, {"tp"})) return fmt::format("TP{}", *tp);
+  return parts.size() > 3 ? parts[3] : "?";
+}
+
+double metric_value(const Record& r, const char* name) {
+  const Metric* m = r.find_metric(name);
+  return m != nullptr ? m->value : kNaN;
+}
+
+bool probe_valid(const Record& r) {
+  auto it = r.extra.find("valid");
+  return passed(r) && (it == r.extra.end() || !it->is_boolean() || it->get<bool>());
+}
+
+std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
+  std::vector<ServeGroup> groups;
+  HtmlTable steps;
+  steps.cols = {
+      {"Run"},           {"Case"}, {"Model"}, {"TP"}, {"tokens/s", true}, {"ms/step", true}, {"% of roofline", true},
+      {"TFLOP/s", true}, {"Note"}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    for (const Record& r : inputs[i].result.records) {
+      if (r.benchmark != "serve") continue;
+      const auto parts = split_key(r.key);
+      if (parts.size() < 2) continue;
+      const std::string& kind = parts[1];
+      if (kind == "load" && parts.size() >= 6) {
+        const std::string model = serve_model(r, parts), tp = serve_tp(r, parts);
+        const std::string scenario = string_param(r.params, {"scenario"}).value_or(parts[4]);
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const ServeGroup& g) {
+          return g.input == i && g.model == model && g.tp == tp && g.scenario == scenario;
+        });
+        if (it == groups.end()) it = groups.insert(groups.end(), ServeGroup{i, model, tp, scenario, {}, nullptr});
+        if (parts.back() == "peak") {
+          it->peak = &r;
+        } else if (std::isfinite(metric_value(r, "output_tokens_per_s"))) {
+          it->probes.push_back(&r);
+        }
+      } else if (passed(r) && (kind == "decode" || kind == "prefill" || kind == "static")) {
+        // One row per step measurement. Decode: per-step time against the HBM roofline of the bytes a step
+        // reads. Prefill: one prompt's time, its TFLOP/s against the dense peak. Static: a whole batch end
+        // to end, TPOT as the per-step time.
+        const bool decode = kind == "decode", prefill = kind == "prefill";
+        const double tokens = decode    ? metric_value(r, "throughput")
+                              : prefill ? metric_value(r, "prefill_throughput")
+                                        : metric_value(r, "output_tokens_per_s");
+        const double ms = decode    ? metric_value(r, "step_time")
+                          : prefill ? metric_value(r, "time")
+                                    : metric_value(r, "tpot");
+        const double pct = decode    ? metric_value(r, "hbm_roofline_pct")
+                           : prefill ? metric_value(r, "throughput_pct_of_peak")
+                                     : kNaN;
+        const double tflops = prefill ? metric_value(r, "throughput") : kNaN;
+        const char* note = decode    ? "ms per decode step; % of the HBM roofline (weights + KV bytes / copy bandwidth)"
+                           : prefill ? "ms for the whole prompt (one step); % of the dense BF16 peak"
+                                     : "output tokens/s of the batch end to end; median TPOT as ms/step";
+        steps.add_row({run_name(inputs[i].origin), parts.size() > 4 ? parts[1] + "/" + parts[4] : kind,
+                       serve_model(r, parts), serve_tp(r, parts), format_metric(tokens), format_metric(ms),
+                       std::isfinite(pct) ? format_number(pct, 1) : "n/a", format_metric(tflops), note});
+      }
+    }
+  }
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const ServeGroup& g) { return g.probes.empty(); }),
+               groups.end());
+  if (groups.empty() && steps.rows.empty()) return std::nullopt;
+
+  Section s{"serve", "Serving: latency vs throughput", ""};
+  const bool many_runs = contributing(inputs, [](const Record& r) { return r.benchmark == "serve"; }).size() > 1;
+  std::size_t chart_index = 0;
+  for (ServeGroup& g : groups) {
+    // Probe order sorted by offered rate, so the table reads as the load rising.
+    std::stable_sort(g.probes.begin(), g.probes.end(), [](const Record* a, const Record* b) {
+      return number_param(a->params, {"target_rate"}).value_or(0) <
+             number_param(b->params, {"target_rate"}).value_or(0);
+    });
+    const std::string heading = fmt::format(
+        "{}{} {}, {} scenario", many_runs ? run_name(inputs[g.input].origin) + ": " : "", g.model, g.tp, g.scenario);
+    appendf(s.body, "<h3>{}</h3>\n", esc(heading));
+    const Record& first = *g.probes.front();
+    for (const auto& [metric, bound, label] :
+         {std::tuple{"ttft_p99", "ttft_bound_ms", "p99 TTFT"}, std::tuple{"tpot_p99", "tpot_bound_ms", "p99 TPOT"}}) {
+      svg::LineChart chart;
+      chart.id = fmt::format("chart-serve-{}-{}", chart_index, metric);
+      chart.title = fmt::format("{}: {} vs output tokens/s", heading, label);
+      chart.x = svg::make_axis("Achieved output throughput", "tokens/s");
+      chart.y = svg::make_axis(label, "ms");
+      svg::LineSeries series{label, {}, false, std::nullopt, {}, "INVALID"};
+      for (const Record* p : g.probes) {
+        series.points.emplace_back(metric_value(*p, "output_tokens_per_s"), metric_value(*p, metric));
+        series.hollow.push_back(!probe_valid(*p));
+      }
+      chart.series.push_back(std::move(series));
+      // A bound of 0 means none was set (offline runs).
+      const auto b = number_param(first.params, {bound});
+      if (b && *b > 0) chart.ref_lines.push_back({*b, fmt::format("{} bound {} ms", label, svg::format_value(*b))});
+      chart.description = fmt::format(
+          "Line chart: {} of each load probe against the output tokens/s it achieved; filled dots are VALID probes, "
+          "hollow rings INVALID ones{}.",
+          label, chart.ref_lines.empty() ? "" : "; the dashed horizontal line is the latency bound");
+      figure(s.body, svg::render(chart), "");
+    }
+    ++chart_index;
+
+    HtmlTable probes;
+    probes.cols = {{"Probe"},
+                   {"Offered rate", true},
+                   {"requests/s", true},
+                   {"output tokens/s", true},
+                   {"p99 TTFT ms", true},
+                   {"p99 TPOT ms", true},
+                   {"Result"},
+                   {"Why invalid"}};
+    for (const Record* p : g.probes) {
+      std::string why;
+      if (p->extra.contains("invalid_reasons")) {
+        for (const auto& reason : p->extra["invalid_reasons"])
+          why += (why.empty() ? "" : "; ") + (reason.is_string() ? reason.get<std::string>() : reason.dump());
+      }
+      const bool valid = probe_valid(*p);
+      probes.add_row(
+          {split_key(p->key).back(), format_metric(number_param(p->params, {"target_rate"}).value_or(kNaN)),
+           format_metric(metric_value(*p, "requests_per_s")), format_metric(metric_value(*p, "output_tokens_per_s")),
+           format_metric(metric_value(*p, "ttft_p99")), format_metric(metric_value(*p, "tpot_p99")),
+           valid ? "VALID" : "INVALID", why},
+          {"", "", "", "", "", "", valid ? "outcome outcome-passed" : "outcome outcome-failed"});
+    }
+    s.body += probes.render();
+    if (g.peak != nullptr) {
+      const double peak = metric_value(*g.peak, "peak_rate");
+      if (std::isfinite(peak))
+        appendf(s.body, "<p>Peak rate that stayed VALID: <strong>{}</strong> requests/s.</p>\n",
+                esc(format_metric(peak)));
+    }
+  }
+  if (!steps.rows.empty()) {
+    s.body += "<h3>Decode, prefill and static batch</h3>\n";
+    s.body += steps.render();
+  }
+  return s;
+}
+
 // ------------------------------------------------------------------------------ summary table
 
 std::string spread_text(const Metric& m) {
@@ -1085,6 +1243,7 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const Rep
   if (auto s = transfer_section(inputs)) sections.push_back(std::move(*s));
   if (auto s = p2p_section(inputs)) sections.push_back(std::move(*s));
   if (auto s = collective_section(inputs)) sections.push_back(std::move(*s));
+  if (auto s = serve_section(inputs)) sections.push_back(std::move(*s));
   sections.push_back(summary_section(inputs));
   sections.push_back(provenance_section(inputs));
   sections.push_back(definitions_section());

@@ -546,20 +546,33 @@ std::string render(const LineChart& chart) {
   for (std::size_t s = 0; s < chart.series.size(); ++s) {
     const LineSeries& series = chart.series[s];
     const std::string_view color = series_color(series.color.value_or(s));
-    auto points = series.points;
-    std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Sort indices, not points, so that each point keeps its hollow flag.
+    std::vector<std::size_t> order(series.points.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return series.points[a].first < series.points[b].first; });
     std::string path;
     std::string markers;
-    for (const auto& [x, y] : points) {
+    for (std::size_t i : order) {
+      const auto [x, y] = series.points[i];
+      const bool hollow = i < series.hollow.size() && series.hollow[i];
       const double px_ = xs(x), py_ = ys(y);
       if (!std::isfinite(px_) || !std::isfinite(py_) || !std::isfinite(x) || !std::isfinite(y)) continue;
       if (!path.empty()) path += ' ';
       path += px(px_) + "," + px(py_);
-      const std::string tip = fmt::format("{}: {} {}: {}{}", series.name, format_tick(x, chart.x.format), chart.x.unit,
-                                          format_value(y), chart.y.unit.empty() ? "" : " " + chart.y.unit);
-      fmt::format_to(std::back_inserter(markers),
-                     "<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>", px(px_), px(py_),
-                     color, escape(tip));
+      std::string tip = fmt::format("{}: {} {}: {}{}", series.name, format_tick(x, chart.x.format), chart.x.unit,
+                                    format_value(y), chart.y.unit.empty() ? "" : " " + chart.y.unit);
+      if (hollow && !series.hollow_label.empty()) tip += " (" + series.hollow_label + ")";
+      if (hollow) {
+        fmt::format_to(std::back_inserter(markers),
+                       "<circle cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"#fff\" stroke=\"{}\" "
+                       "stroke-width=\"2\"><title>{}</title></circle>",
+                       px(px_), px(py_), color, escape(tip));
+      } else {
+        fmt::format_to(std::back_inserter(markers),
+                       "<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>", px(px_), px(py_),
+                       color, escape(tip));
+      }
     }
     if (path.empty()) continue;
     fmt::format_to(std::back_inserter(out),

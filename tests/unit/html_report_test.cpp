@@ -150,6 +150,86 @@ TEST(HtmlReport, FixtureRunDrawsEverySection) {
                                      {}));
 }
 
+// The committed 8B find-peak run on an H200: probes at 16..64 requests/s against a 1000 ms p99 TTFT and a
+// 50 ms p99 TPOT bound; 64, 60 and 58/s broke the TTFT bound.
+TEST(HtmlReport, ServeLoadRunDrawsLatencyThroughputCharts) {
+  const std::string file =
+      std::string(GPUSCOUT_SOURCE_DIR) + "/bench/results/h200x2-serve-llama-3.1-8b-peak-20261130.json";
+  const std::string html = render_html_report({{file, results::read_result_file(file)}}, {});
+  EXPECT_NE(html.find("<section id=\"serve\">"), std::string::npos);
+  EXPECT_NE(html.find("<a href=\"#serve\">"), std::string::npos);
+  EXPECT_NE(html.find("Llama-3.1-8B TP1, server scenario"), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-serve-0-ttft_p99-title\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-serve-0-tpot_p99-title\""), std::string::npos);
+  // The SLO bounds from the records' params, drawn as reference lines.
+  EXPECT_NE(html.find("p99 TTFT bound 1000 ms"), std::string::npos);
+  EXPECT_NE(html.find("p99 TPOT bound 50 ms"), std::string::npos);
+  // 7 probes, 3 INVALID: a ring on each of the two charts, and a row each in the probe table.
+  EXPECT_EQ(count(html, "fill=\"#fff\" stroke="), 6u);
+  EXPECT_EQ(count(html, ">INVALID</td>"), 3u);
+  EXPECT_EQ(count(html, ">VALID</td>"), 4u);
+  EXPECT_NE(html.find("p99 TTFT 2354 ms &gt; bound 1000 ms"), std::string::npos);
+  EXPECT_NE(html.find("<strong>56.00</strong> requests/s"), std::string::npos);
+  // Probe rows sorted by offered rate, not probe order (probe_2 at 64/s ran third but is last).
+  EXPECT_LT(html.find("<td>probe_6</td>"), html.find("<td>probe_2</td>"));
+  EXPECT_LT(html.find("<td>probe_1</td>"), html.find("<td>probe_3</td>"));
+}
+
+TEST(HtmlReport, ServeStepFiguresTable) {
+  const std::string file = std::string(GPUSCOUT_SOURCE_DIR) + "/bench/results/h200-serve-llama-3.1-8b-20261130.json";
+  const std::string html = render_html_report({{file, results::read_result_file(file)}}, {});
+  EXPECT_NE(html.find("<section id=\"serve\">"), std::string::npos);
+  EXPECT_NE(html.find("Decode, prefill and static batch"), std::string::npos);
+  // Decode b1: 199.8 tokens/s, 5.005 ms/step, 71.1% of the HBM roofline; prefill 8k: 477.2 TFLOP/s.
+  EXPECT_NE(html.find("<td>decode/b1_ctx512</td><td>Llama-3.1-8B</td><td>TP1</td><td class=\"num\">199.8</td>"
+                      "<td class=\"num\">5.005</td><td class=\"num\">71.1</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>prefill/t8192</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">477.2</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>static/b32_isl512_osl128</td>"), std::string::npos);
+  // No load probes in this file: no latency chart.
+  EXPECT_EQ(html.find("chart-serve-"), std::string::npos);
+}
+
+TEST(HtmlReport, ServeHostileModelNameEscaped) {
+  ResultSet r;
+  for (int i = 0; i < 3; ++i) {
+    Record rec;
+    rec.key = "serve/load/" + kHostile + "/tp1/server/probe_" + std::to_string(i);
+    rec.benchmark = "serve";
+    rec.params = {{"model", kHostile},      {"tp", 1},
+                  {"scenario", kHostile},   {"target_rate", 4.0 * (i + 1)},
+                  {"ttft_bound_ms", 500.0}, {"tpot_bound_ms", 0.0}};
+    rec.metrics = {metric("ttft_p99", 100.0 * (i + 1), "ms"), metric("tpot_p99", 20, "ms"),
+                   metric("output_tokens_per_s", 1000.0 * (i + 1), "tokens/s"),
+                   metric("requests_per_s", 4.0 * (i + 1), "requests/s")};
+    rec.outcome = Outcome::passed;
+    rec.extra = {
+        {"valid", i < 2},
+        {"invalid_reasons", i < 2 ? nlohmann::ordered_json::array() : nlohmann::ordered_json::array({kHostile})}};
+    r.records.push_back(std::move(rec));
+  }
+  Record step;
+  step.key = "serve/decode/" + kHostile + "/tp1/" + kHostile;
+  step.benchmark = "serve";
+  step.params = {{"model", kHostile}, {"tp", 1}};
+  step.metrics = {metric("throughput", 200, "tokens/s"), metric("step_time", 5, "ms")};
+  step.outcome = Outcome::passed;
+  r.records.push_back(std::move(step));
+  const std::string html = render_html_report({{kHostile, r}}, {});
+  EXPECT_NE(html.find("chart-serve-0-ttft_p99"), std::string::npos);
+  EXPECT_NE(html.find("p99 TTFT bound 500 ms"), std::string::npos);
+  // A bound of 0 is no bound: no TPOT line.
+  EXPECT_EQ(html.find("p99 TPOT bound"), std::string::npos);
+  EXPECT_EQ(html.find(kHostile), std::string::npos);
+  EXPECT_EQ(lower(html).find("<script"), std::string::npos);
+  EXPECT_EQ(lower(html).find("<img"), std::string::npos);
+  // Heading, chart titles, probe table, step table and the INVALID reason each carry the escaped name.
+  EXPECT_GE(count(html, "&lt;script&gt;alert(1)&lt;/script&gt;"), 6u);
+  EXPECT_EQ(count(html, "<svg "), count(html, "</svg>"));
+  EXPECT_EQ(count(html, "<svg "), 2u);
+}
+
 TEST(HtmlReport, EmptyResultStillRenders) {
   const std::string html = render_html_report({{"empty.json", ResultSet{}}}, {});
   EXPECT_NE(html.find("0 records"), std::string::npos);

@@ -206,6 +206,35 @@ TEST(SvgGolden, LineLog2Bytes) {
   expect_golden("svg_line_log2.svg", render(c));
 }
 
+// Serving latency vs throughput: linear axes, unsorted points whose hollow flags must follow them
+// through the sort by x, and an SLO line.
+TEST(SvgGolden, LineHollowMarkers) {
+  LineChart c;
+  c.id = "serve-ttft";
+  c.title = "p99 TTFT vs output tokens/s";
+  c.description = "Line chart with hollow INVALID points and an SLO line.";
+  c.x = make_axis("Achieved output throughput", "tokens/s");
+  c.y = make_axis("p99 TTFT", "ms");
+  LineSeries s{"p99 TTFT", {{7000, 2354}, {2000, 65}, {6200, 610}, {6600, 1403}}};
+  s.hollow = {true, false, false, true};
+  s.hollow_label = "INVALID";
+  c.series = {s};
+  c.ref_lines = {{1000, "p99 TTFT bound 1000 ms"}};
+  const std::string svg = render(c);
+  auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (auto p = svg.find(needle); p != std::string::npos; p = svg.find(needle, p + 1)) ++n;
+    return n;
+  };
+  // Two rings (the INVALID points), two dots, and the label only on the rings' tooltips.
+  EXPECT_EQ(count("fill=\"#fff\" stroke="), 2u);
+  EXPECT_EQ(count("r=\"3\""), 2u);
+  EXPECT_EQ(count("(INVALID)"), 2u);
+  EXPECT_NE(svg.find("2354 ms (INVALID)"), std::string::npos);
+  EXPECT_EQ(svg.find("65 ms (INVALID)"), std::string::npos);
+  expect_golden("svg_line_hollow.svg", svg);
+}
+
 TEST(SvgGolden, LineLog10) {
   LineChart c;
   c.id = "serving";

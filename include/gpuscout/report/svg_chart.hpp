@@ -110,6 +110,10 @@ struct LineSeries {
   std::vector<std::pair<double, double>> points;  // sorted by x when drawn; non-positive x/y skipped on log axes
   bool dashed = false;
   std::optional<std::size_t> color;  // palette index; the series' position when absent
+  // Per point, in `points` order: true draws a hollow ring instead of a dot, so a point that failed a check
+  // (an INVALID load probe) stays on the curve yet reads differently; `hollow_label` ends its tooltip.
+  std::vector<bool> hollow;
+  std::string hollow_label;
 };
 struct LineChart {
   std::string id;
