@@ -11,20 +11,24 @@ bin=${1:-build/gpuscout}
 [ $# -gt 0 ] && shift
 [ -x "$bin" ] || { echo "make-example-report: no gpuscout binary at $bin (build first, or pass its path)" >&2; exit 1; }
 
-# Measured on one H200 (see bench/results/ and bench/NOTES.md). One file per benchmark family, so
-# the charts are not crowded with repeated runs of the same case.
+# Measured on H200s: one GPU, or two for p2p, the 2-GPU run and the 70B TP2 serve run (see bench/results/
+# and bench/NOTES.md). One file per benchmark family, so the charts are not crowded with repeated runs of
+# the same case; the serve file's own copy and GEMM reference records do add a series to those charts.
 measured=(
   bench/results/gemm-h200-20261130-standard.json
   bench/results/h200-memory-transfer-side-by-side-20261130.json
   bench/results/h200x2-p2p-20261130.json
   bench/results/h200x2-single-20261130.json
+  bench/results/h200-serve-llama-3.1-8b-20261130.json
+  bench/results/h200x2-serve-llama-3.1-8b-peak-20261130.json
+  bench/results/h200x2-serve-llama-3.1-70b-tp2-peak-20261130.json
 )
 inputs=("$@")
 notes=()
 if [ ${#inputs[@]} -eq 0 ]; then
   for f in "${measured[@]}"; do [ -f "$f" ] && inputs+=("$f"); done
   if [ ${#inputs[@]} -gt 0 ]; then
-    notes+=(--note "Example report, built by scripts/make-example-report.sh from result files measured on one NVIDIA H200 (bench/results/).")
+    notes+=(--note "Example report, built by scripts/make-example-report.sh from result files measured on NVIDIA H200 GPUs (bench/results/).")
   else
     inputs=(tests/data/results/fixture-run-a.json)
     notes+=(--note "EXAMPLE WITH FIXTURE DATA: every number in this report is hand-written test data (tests/data/results/), not a measurement.")

@@ -704,7 +704,8 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
          {std::tuple{"ttft_p99", "ttft_bound_ms", "p99 TTFT"}, std::tuple{"tpot_p99", "tpot_bound_ms", "p99 TPOT"}}) {
       svg::LineChart chart;
       chart.id = fmt::format("chart-serve-{}-{}", chart_index, metric);
-      chart.title = fmt::format("{}: {} vs output tokens/s", heading, label);
+      // The heading above names the run; the title stays short enough to fit the chart's width.
+      chart.title = fmt::format("{} {}: {} vs output tokens/s", g.model, g.tp, label);
       chart.x = svg::make_axis("Achieved output throughput", "tokens/s");
       chart.y = svg::make_axis(label, "ms");
       svg::LineSeries series{label, {}, false, std::nullopt, {}, "INVALID"};
