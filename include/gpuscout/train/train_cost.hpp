@@ -1,0 +1,44 @@
+#pragma once
+// What one training step of the train-step benchmark costs: FLOPs (the MFU numerator) and the GPU
+// memory the CUDA implementation allocates (checked against free memory before it starts).
+// C++17-clean: included by CUDA sources.
+#include <cstdint>
+
+#include "gpuscout/train/train_reference.hpp"
+
+namespace gpuscout::train {
+
+// FLOPs of one forward + backward of the decoder layers of `shape` (no embedding, no LM head, no
+// optimizer update; elementwise work not counted), the convention of
+// shared/reference/modeling.md 4.3: backward = 2 x forward, and MFU counts model FLOPs only.
+struct TrainStepFlops {
+  double linear_forward = 0;     // 2 x tokens x matrix params (QKV, O, gate/up, down) x layers
+  double attention_forward = 0;  // causal QK^T and PV: 4 x heads x head_dim x S(S+1)/2 per sequence and layer
+  // What the materialized-scores attention actually multiplies: the full S x S square.
+  double attention_forward_executed = 0;
+  double forward() const { return linear_forward + attention_forward; }
+  double step() const { return 3 * forward(); }  // model FLOPs: the MFU numerator
+  double step_executed() const { return 3 * (linear_forward + attention_forward_executed); }
+};
+
+// Matrix parameters of one decoder layer (the four projections; norms excluded).
+std::int64_t layer_matrix_params(const infer::TransformerConfig& model);
+
+TrainStepFlops train_step_flops(const TrainShape& shape);
+
+// Bytes the CUDA train step allocates (backends/cuda/train/train_step.cpp allocates exactly these).
+struct TrainStepMemory {
+  std::int64_t weights = 0;        // BF16 layer weights (norms included)
+  std::int64_t gradients = 0;      // BF16 matrix gradients + FP32 norm-weight gradients
+  std::int64_t activations = 0;    // kept for backward: residuals, norms, QKV, softmax probabilities, MLP
+  std::int64_t probabilities = 0;  // of which the S x S softmax probabilities (BF16, every head and layer)
+  std::int64_t scratch = 0;        // shared by the layers: scores, input gradients, cuBLASLt workspace
+  std::int64_t io = 0;             // the layer-0 input and the loss projection
+  std::int64_t total() const { return weights + gradients + activations + scratch + io; }
+};
+
+inline constexpr std::int64_t kTrainGemmWorkspaceBytes = std::int64_t{32} << 20;
+
+TrainStepMemory train_step_memory(const TrainShape& shape);
+
+}  // namespace gpuscout::train

@@ -1,0 +1,46 @@
+#include "gpuscout/train/train_cost.hpp"
+
+namespace gpuscout::train {
+
+std::int64_t layer_matrix_params(const infer::TransformerConfig& m) {
+  const std::int64_t h = m.hidden;
+  return h * m.qkv_dim() + std::int64_t{m.q_dim()} * h + 3 * h * m.ffn_hidden;
+}
+
+TrainStepFlops train_step_flops(const TrainShape& s) {
+  TrainStepFlops f;
+  const double tokens = static_cast<double>(s.tokens());
+  const double seq = s.seq;
+  const double per_head = 4.0 * s.model.heads * s.model.head_dim;  // QK^T and PV, 2 FLOPs per multiply-add
+  f.linear_forward = 2.0 * tokens * static_cast<double>(layer_matrix_params(s.model)) * s.layers;
+  f.attention_forward = per_head * seq * (seq + 1) / 2 * s.micro_batch * s.layers;
+  f.attention_forward_executed = per_head * seq * seq * s.micro_batch * s.layers;
+  return f;
+}
+
+TrainStepMemory train_step_memory(const TrainShape& s) {
+  const auto& m = s.model;
+  constexpr std::int64_t bf16 = 2, fp32 = 4;
+  const std::int64_t t = s.tokens(), h = m.hidden, L = s.layers, seq = s.seq;
+  const std::int64_t matrix = layer_matrix_params(m);
+  const std::int64_t square = seq * seq;  // one head's scores
+  TrainStepMemory mem;
+  mem.weights = L * (matrix + 2 * h) * bf16;
+  mem.gradients = L * (matrix * bf16 + 2 * h * fp32);
+  // Per layer: its input, both norm outputs, QKV after RoPE, attention output, the residual after
+  // attention, gate/up and the SwiGLU product; plus the last layer's output.
+  const std::int64_t per_layer = t * (4 * h + m.qkv_dim() + m.q_dim() + 3 * std::int64_t{m.ffn_hidden});
+  mem.probabilities = L * s.micro_batch * m.heads * square * bf16;
+  mem.activations = L * per_layer * bf16 + t * h * bf16 + mem.probabilities;
+  // Attention runs one (sequence, query head of each KV group) slice at a time: FP32 scores / dP and
+  // BF16 dS of kv_heads heads; row sums of dO * O for all heads; the input gradients of one layer.
+  const std::int64_t slice = m.kv_heads * square;
+  const std::int64_t gradients_of_inputs = t * (3 * std::int64_t{m.ffn_hidden} + h + m.q_dim() + m.qkv_dim() +
+                                                2 * h);  // dact, dgate_up, dn, dattn, dqkv, dy/dx
+  mem.scratch = slice * (fp32 + bf16) + s.micro_batch * m.heads * seq * fp32 + gradients_of_inputs * bf16 +
+                kTrainGemmWorkspaceBytes + fp32;  // + the loss
+  mem.io = 2 * t * h * bf16;
+  return mem;
+}
+
+}  // namespace gpuscout::train
