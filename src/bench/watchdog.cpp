@@ -52,4 +52,54 @@ std::string timeout_message(const std::string& what, double timeout_s, const std
   return fmt::format("{} did not finish within {:g} s on ranks {}: aborted with ncclCommAbort", what, timeout_s, ranks);
 }
 
+DeadlineGuard::DeadlineGuard(std::function<void(const std::string& what)> on_expiry)
+    : on_expiry_(std::move(on_expiry)), thread_([this] { watch(); }) {}
+
+DeadlineGuard::~DeadlineGuard() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void DeadlineGuard::arm(const std::string& what, double timeout_s) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = true;
+    what_ = what;
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(timeout_s));
+  }
+  changed_.notify_all();
+}
+
+void DeadlineGuard::disarm() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+  }
+  changed_.notify_all();
+}
+
+void DeadlineGuard::watch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (stop_) return;
+    if (!armed_) {
+      changed_.wait(lock);
+      continue;
+    }
+    const auto deadline = deadline_;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && armed_ && deadline_ == deadline) {
+      armed_ = false;  // fires once per arm
+      const std::string what = what_;
+      lock.unlock();
+      on_expiry_(what);
+      lock.lock();
+    }
+  }
+}
+
 }  // namespace gpuscout::bench

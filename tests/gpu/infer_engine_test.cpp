@@ -161,6 +161,75 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   return t.failures == 0 ? 0 : 1;
 }
 
+// TP2 with a rank that fails (throws) or hangs (skips its part of a step, leaving its peer in the
+// all-reduce): the step must end with EngineFault naming the cause within the collective timeout
+// plus a margin, later steps must be refused, and destroying the engine must not hang.
+int fault_checks(const gi::TransformerConfig& tiny) {
+  int failures = 0;
+  constexpr double kTimeout = 3;
+  for (bool throws : {true, false}) {
+    const char* kind = throws ? "rank fails" : "rank hangs";
+    ci::EngineOptions eo;
+    eo.gpus = {0, 1};
+    eo.max_kv_blocks = 64;
+    eo.max_running = 8;
+    eo.max_step_tokens = 64;
+    eo.collective_timeout_s = kTimeout;
+    eo.inject_fault_at_step = 3;
+    eo.fault_throws = throws;
+    auto engine = ci::CudaEngine::create(tiny, eo);
+    gi::SchedulerConfig sconf;
+    sconf.block_size = eo.kv_block_size;
+    sconf.num_blocks = engine->kv_blocks();
+    sconf.max_step_tokens = eo.max_step_tokens;
+    sconf.max_running = eo.max_running;
+    sconf.max_sequence_tokens = static_cast<int>(tiny.max_context);
+    gi::Scheduler scheduler(sconf);
+    gi::SequenceRequest req;
+    req.id = 1;
+    for (int p = 0; p < 20; ++p) req.prompt.push_back(gi::prompt_token(7, req.id, p, tiny.vocab));
+    req.max_new_tokens = 10;
+    scheduler.add(std::move(req));
+    std::string message;
+    int step = 0;
+    const auto t0 = Clock::now();
+    double fault_s = 0;
+    try {
+      while (!scheduler.idle()) {
+        const gi::StepPlan plan = scheduler.plan();
+        ++step;
+        const auto tokens = engine->execute(plan);
+        scheduler.complete(plan, tokens);
+      }
+    } catch (const ci::EngineFault& e) {
+      message = e.what();
+      fault_s = seconds_since(t0);
+    }
+    const bool named = throws ? message.find("rank 1: injected fault") != std::string::npos
+                              : message.find("collective timeout") != std::string::npos;
+    if (step != 3 || !named || fault_s > kTimeout + 5) {
+      fmt::print("FAIL {}: step {} after {:.1f} s: '{}'\n", kind, step, fault_s, message);
+      ++failures;
+    } else {
+      fmt::print("ok   {}: step {} ended after {:.2f} s: {}\n", kind, step, fault_s, message);
+    }
+    try {
+      (void)engine->execute(scheduler.plan());
+      fmt::print("FAIL {}: a step after the fault was accepted\n", kind);
+      ++failures;
+    } catch (const ci::EngineFault&) {
+    }
+    const auto t1 = Clock::now();
+    engine.reset();
+    const double teardown_s = seconds_since(t1);
+    if (teardown_s > 10) {
+      fmt::print("FAIL {}: tearing the engine down took {:.1f} s\n", kind, teardown_s);
+      ++failures;
+    }
+  }
+  return failures;
+}
+
 int bad_input_checks(const gi::TransformerConfig& tiny) {
   int failures = 0;
   auto expect_throw = [&](const char* what, auto fn) {
@@ -396,6 +465,7 @@ int main(int argc, char** argv) {
       for (bool graphs : {true, false}) failures += run_scenario(tiny, gpus, graphs, mixed);
       failures += run_scenario(tiny, gpus, true, tight);
     }
+    if (devices >= 2) failures += fault_checks(tiny);
     if (devices < 2) std::puts("TP2: skipped (one GPU visible)");
     failures += bad_input_checks(tiny);
     std::puts(failures == 0 ? "infer_engine_test: PASS" : "infer_engine_test: FAIL");

@@ -2,7 +2,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "gpuscout/bench/collectives.hpp"
 #include "gpuscout/bench/watchdog.hpp"
@@ -197,4 +200,34 @@ TEST(Watchdog, InterruptAborts) {
       wait_or_abort([&](std::string& e) { return coll.poll(e); }, [&] { coll.aborted = true; }, opt, &interrupted);
   EXPECT_EQ(res.status, WatchdogResult::Status::interrupted);
   EXPECT_TRUE(coll.aborted.load());
+}
+
+// The host-call guard: fires once when an armed call overruns, never when it is disarmed in time.
+TEST(DeadlineGuard, FiresOnceWhenAnArmedCallOverruns) {
+  std::mutex m;
+  std::vector<std::string> fired;
+  DeadlineGuard guard([&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(m);
+    fired.push_back(what);
+  });
+  guard.arm("ncclCommInitAll", 0.05);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  std::lock_guard<std::mutex> lock(m);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired.front(), "ncclCommInitAll");
+}
+
+TEST(DeadlineGuard, StaysQuietWhenDisarmedInTimeOrRearmed) {
+  std::atomic<int> fired{0};
+  DeadlineGuard guard([&](const std::string&) { fired.fetch_add(1); });
+  {
+    DeadlineGuard::Scope scope(guard, "step 1", 0.2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Re-arming moves the deadline: the first, shorter one must not fire.
+  guard.arm("step 2", 0.05);
+  guard.arm("step 2", 5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  guard.disarm();
+  EXPECT_EQ(fired.load(), 0);
 }

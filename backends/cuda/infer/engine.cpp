@@ -17,19 +17,29 @@
 // One host thread per rank (rank 0 is the caller's): each thread enqueues its GPU's step, captures
 // its own graphs and makes its own NCCL calls, as one process per GPU would; the host work of a
 // step (hundreds of launches when eager) runs in parallel and no cross-device NCCL group is needed.
+//
+// No hangs (TP > 1): each rank waits for its stream by polling (bench::wait_or_abort) instead of
+// blocking, together with ncclCommGetAsyncError and a flag any failed rank sets; a failure or the
+// collective timeout aborts every communicator, so a peer stuck in an all-reduce returns. A host
+// call that blocks inside NCCL (init, first connections) is covered by a DeadlineGuard that ends
+// the process with a message, since no thread could return from it.
 #include "engine.hpp"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #if defined(GPUSCOUT_HAVE_NCCL)
@@ -37,6 +47,7 @@
 #endif
 
 #include "engine_gemm.hpp"
+#include "gpuscout/bench/watchdog.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/infer/weights.hpp"
 #include "gpuscout/util/error.hpp"
@@ -295,8 +306,21 @@ struct CudaEngine::Impl {
   std::size_t meta_words_cap = 0;
   bool keep = false;
   std::vector<std::vector<float>> logits;
+  int executed_steps = 0;
+  // TP fault handling (see the header comment).
+  std::atomic<bool> rank_failed{false};
+  std::mutex fault_mutex;
+  std::string first_fault;  // the root cause: the first rank's error
+  std::atomic<bool> comms_aborted{false};
+  std::string broken;  // set once a TP step failed: later steps are refused
+  std::unique_ptr<gpuscout::bench::DeadlineGuard> host_guard;
 
   ~Impl();
+  // Runs fn on every rank; under TP, a rank's failure aborts the communicators, the engine is
+  // marked broken and the root cause is rethrown with the ranks named.
+  void run_ranks(const std::string& what, const std::function<void(int)>& fn);
+  void wait_rank(Rank& r, const std::string& what);
+  void abort_comms();
   void allocate_and_init_weights(Rank& r);
   void allocate_workspace(Rank& r, bool count_only);
   void forward(Rank& r, const StepDims& d, cudaStream_t stream);
@@ -312,6 +336,7 @@ struct CudaEngine::Impl {
 
 CudaEngine::Impl::~Impl() {
   pool.reset();
+  host_guard.reset();
   for (auto& r : ranks) {
     if (!r) continue;
     GPUSCOUT_CUDA_CHECK_NOTHROW(cudaSetDevice(r->device));
@@ -319,7 +344,7 @@ CudaEngine::Impl::~Impl() {
     for (auto& [b, g] : r->graphs) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(g));
     r->gemm.reset();
 #if defined(GPUSCOUT_HAVE_NCCL)
-    if (r->comm) (void)ncclCommDestroy(r->comm);
+    if (r->comm && !comms_aborted) (void)ncclCommDestroy(r->comm);
 #endif
     for (char* p : {r->weight_mem, r->work_mem, r->kv_mem}) {
       if (p) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFree(p));
@@ -649,6 +674,10 @@ void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims&
 
 void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key) {
   GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
+  if (opt.inject_fault_at_step > 0 && executed_steps == opt.inject_fault_at_step && r.rank == tp - 1) {
+    if (opt.fault_throws) throw gpuscout::Error(fmt::format("injected fault at step {}", executed_steps));
+    return;  // the peers' all-reduce now waits for a rank that never joins
+  }
   GPUSCOUT_CUDA_CHECK(
       cudaMemcpyAsync(r.meta, staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
   const auto g = key.first > 0 ? r.graphs.find(key) : r.graphs.end();
@@ -661,7 +690,92 @@ void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, i
     GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(tokens_host, r.sampled, static_cast<std::size_t>(d.ns) * sizeof(std::int32_t),
                                         cudaMemcpyDeviceToHost, r.stream));
   }
-  GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  wait_rank(r, key.first > 0 ? fmt::format("decode step (batch {}, graph)", key.first) : "step");
+}
+
+void CudaEngine::Impl::abort_comms() {
+  std::lock_guard<std::mutex> lock(fault_mutex);
+  if (comms_aborted) return;
+#if defined(GPUSCOUT_HAVE_NCCL)
+  for (auto& r : ranks) {
+    if (r && r->comm) (void)ncclCommAbort(r->comm);
+  }
+#endif
+  comms_aborted = true;
+}
+
+void CudaEngine::Impl::wait_rank(Rank& r, const std::string& what) {
+  if (tp == 1) {
+    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+    return;
+  }
+  gpuscout::bench::WatchdogOptions wo;
+  wo.timeout_s = opt.collective_timeout_s;
+  wo.spin_s = 1.0;  // spin like cudaStreamSynchronize does: a step's latency is what we measure
+  int polls = 0;
+  const auto res = gpuscout::bench::wait_or_abort(
+      [&](std::string& error) {
+        const cudaError_t q = cudaStreamQuery(r.stream);
+        if (q == cudaSuccess) return gpuscout::bench::PollState::done;
+        if (q != cudaErrorNotReady) {
+          error = fmt::format("CUDA error {}", cudaGetErrorString(q));
+          return gpuscout::bench::PollState::failed;
+        }
+        if (rank_failed.load()) {
+          error = "another rank failed";
+          return gpuscout::bench::PollState::failed;
+        }
+#if defined(GPUSCOUT_HAVE_NCCL)
+        if (++polls % 64 == 0 && r.comm && !comms_aborted) {
+          ncclResult_t st = ncclSuccess;
+          (void)ncclCommGetAsyncError(r.comm, &st);
+          if (st != ncclSuccess && st != ncclInProgress) {
+            error = fmt::format("NCCL: {}", ncclGetErrorString(st));
+            return gpuscout::bench::PollState::failed;
+          }
+        }
+#endif
+        return gpuscout::bench::PollState::pending;
+      },
+      [&] { abort_comms(); }, wo);
+  switch (res.status) {
+    case gpuscout::bench::WatchdogResult::Status::completed:
+      return;
+    case gpuscout::bench::WatchdogResult::Status::timeout:
+      throw gpuscout::Error(fmt::format(
+          "{} on GPU {}: not finished within {:g} s (collective timeout): a tensor-parallel collective is hung", what,
+          r.device, opt.collective_timeout_s));
+    default:
+      throw gpuscout::Error(fmt::format("{} on GPU {}: {}", what, r.device, res.error));
+  }
+}
+
+void CudaEngine::Impl::run_ranks(const std::string& what, const std::function<void(int)>& fn) {
+  if (!broken.empty()) throw EngineFault("the engine is unusable after an earlier failure: " + broken);
+  if (tp == 1) return pool->run(fn);
+  std::optional<gpuscout::bench::DeadlineGuard::Scope> scope;
+  // Later than the polling timeout: it only fires when a thread cannot return at all.
+  if (host_guard) scope.emplace(*host_guard, what, opt.collective_timeout_s + 30);
+  try {
+    pool->run([&](int ri) {
+      try {
+        fn(ri);
+      } catch (const std::exception& ex) {
+        {
+          std::lock_guard<std::mutex> lock(fault_mutex);
+          if (first_fault.empty() && std::string(ex.what()).find("another rank failed") == std::string::npos) {
+            first_fault = fmt::format("rank {}: {}", ri, ex.what());
+          }
+        }
+        rank_failed = true;
+        throw;
+      }
+    });
+  } catch (const std::exception& ex) {
+    abort_comms();
+    broken = first_fault.empty() ? ex.what() : first_fault;
+    throw EngineFault(fmt::format("{} failed under TP{}: {}; communicators aborted (ncclCommAbort)", what, tp, broken));
+  }
 }
 
 void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
@@ -785,7 +899,17 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.pool = std::make_unique<RankPool>(e.tp);
 #if defined(GPUSCOUT_HAVE_NCCL)
   if (e.tp > 1) {
+    const double guard_s = options.collective_timeout_s + 30;
+    e.host_guard = std::make_unique<gpuscout::bench::DeadlineGuard>([guard_s](const std::string& what) {
+      std::fprintf(stderr,
+                   "gpuscout: fatal: %s did not return within %g s: a tensor-parallel rank is stuck inside NCCL; "
+                   "ending the run\n",
+                   what.c_str(), guard_s);
+      std::fflush(stderr);
+      std::_Exit(3);
+    });
     std::vector<ncclComm_t> comms(static_cast<std::size_t>(e.tp));
+    gpuscout::bench::DeadlineGuard::Scope scope(*e.host_guard, "ncclCommInitAll", guard_s);
     nccl_check(ncclCommInitAll(comms.data(), e.tp, options.gpus.data()), "ncclCommInitAll");
     for (int r = 0; r < e.tp; ++r) e.ranks[static_cast<std::size_t>(r)]->comm = comms[static_cast<std::size_t>(r)];
   }
@@ -859,7 +983,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   for (int b : e.buckets) {
     for (int c : e.ctx_classes) {
       const StepDims d = e.fill_padding(b, c);
-      e.pool->run([&](int ri) {
+      e.run_ranks(fmt::format("start-up step (batch {})", b), [&](int ri) {
         Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
         e.step_on_rank(r, d, {0, 0});
         if (options.cuda_graphs) e.capture(r, {b, c}, d);
@@ -929,7 +1053,9 @@ std::vector<std::int32_t> CudaEngine::execute(const gi::StepPlan& plan) {
   const StepDims d = e.fill_step(plan, bucket, ctx_class);
   const bool use_graph = bucket > 0 && e.opt.cuda_graphs;
   const std::pair<int, int> key{use_graph ? bucket : 0, ctx_class};
-  e.pool->run([&](int ri) { e.step_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, key); });
+  ++e.executed_steps;
+  e.run_ranks(fmt::format("step {}", e.executed_steps),
+              [&](int ri) { e.step_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, key); });
   if (e.keep) {
     // Tests only: the sampling rows' logits, every rank's vocabulary shard in order.
     e.logits.assign(static_cast<std::size_t>(sampled), std::vector<float>(static_cast<std::size_t>(e.cfg.vocab)));

@@ -12,6 +12,7 @@
 
 #include "gpuscout/infer/scheduler.hpp"
 #include "gpuscout/infer/transformer_config.hpp"
+#include "gpuscout/util/error.hpp"
 
 namespace gpuscout::cuda::infer {
 
@@ -25,6 +26,21 @@ struct EngineOptions {
   int max_step_tokens = 8192;      // largest step (prefill chunk budget)
   int max_context = 0;             // longest sequence; 0: the model's max_context, capped at 32768
   bool cuda_graphs = true;         // decode-only steps replay a captured graph per batch bucket
+  // TP > 1: a step whose GPUs have not finished within this many seconds is treated as a hung
+  // collective: every communicator is aborted (ncclCommAbort) and execute() throws. A rank that
+  // fails ends the others' waits at once the same way. Afterwards the engine refuses further steps.
+  double collective_timeout_s = 60;
+  // Tests only: at the Nth execute() (1-based) the last rank throws instead of running its part
+  // (fault_throws) or silently skips it, leaving its peers in the all-reduce (a hang).
+  int inject_fault_at_step = 0;
+  bool fault_throws = true;
+};
+
+// A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
+// further steps. Not a usage error: the run records it as failed.
+class EngineFault : public gpuscout::Error {
+ public:
+  using gpuscout::Error::Error;
 };
 
 // What the engine decided at start-up, for the result record.

@@ -4,8 +4,11 @@
 // collective ends the run with a message instead of hanging it.
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace gpuscout::bench {
 
@@ -37,5 +40,45 @@ std::string to_string(WatchdogResult::Status status);
 
 // "all_reduce 1GiB (float, out of place) did not finish within 60 s on ranks 0,1: aborted with ncclCommAbort"
 std::string timeout_message(const std::string& what, double timeout_s, const std::string& ranks);
+
+// Guards host calls that can block inside a library (an NCCL init or first connection to a peer
+// that died): while armed, a background thread calls on_expiry(what) once the deadline passes. The
+// caller's thread is stuck at that point, so on_expiry normally prints and ends the process.
+class DeadlineGuard {
+ public:
+  explicit DeadlineGuard(std::function<void(const std::string& what)> on_expiry);
+  ~DeadlineGuard();
+  DeadlineGuard(const DeadlineGuard&) = delete;
+  DeadlineGuard& operator=(const DeadlineGuard&) = delete;
+
+  void arm(const std::string& what, double timeout_s);
+  void disarm();
+
+  // Arms for one scope.
+  class Scope {
+   public:
+    Scope(DeadlineGuard& guard, const std::string& what, double timeout_s) : guard_(guard) {
+      guard_.arm(what, timeout_s);
+    }
+    ~Scope() { guard_.disarm(); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    DeadlineGuard& guard_;
+  };
+
+ private:
+  void watch();
+
+  std::function<void(const std::string&)> on_expiry_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stop_ = false;
+  bool armed_ = false;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::thread thread_;
+};
 
 }  // namespace gpuscout::bench
