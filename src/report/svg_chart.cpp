@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 
@@ -12,7 +13,6 @@ namespace gpuscout::report::svg {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kCharWidth = 6.6;  // average glyph width of a 12 px sans-serif font
 constexpr std::string_view kTextColor = "#1f2937";
 constexpr std::string_view kMutedColor = "#6b7280";
 constexpr std::string_view kGridColor = "#e5e7eb";
@@ -22,13 +22,69 @@ constexpr std::string_view kRefColor = "#b91c1c";
 constexpr std::array<std::string_view, 8> kPalette = {"#0072b2", "#e69f00", "#009e73", "#cc79a7",
                                                       "#56b4e9", "#d55e00", "#7f7f7f", "#f0e442"};
 
-std::size_t code_points(std::string_view text) {
-  return static_cast<std::size_t>(
-      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+// Advance widths of the printable ASCII glyphs (U+0020..U+007E) of DejaVu Sans, in thousandths of an
+// em, rounded up (the font's hmtx table over its 2048 units per em). DejaVu Sans is what the
+// font-family stack falls back to on Linux (Debian's chromium) and is wider than Segoe UI and Roboto,
+// so text laid out with these widths does not run into its neighbour under any of them.
+constexpr std::array<short, 95> kAsciiAdvance = {
+    318,  401, 460, 838, 637, 951, 780, 275, 391, 391, 500, 838, 318, 361, 318, 337,  // space .. /
+    637,  637, 637, 637, 637, 637, 637, 637, 637, 637, 337, 337, 838, 838, 838, 531,  // 0 .. ?
+    1000, 685, 687, 699, 771, 632, 576, 775, 752, 295, 295, 656, 558, 863, 749, 788,  // @ .. O
+    604,  788, 695, 635, 611, 732, 685, 989, 686, 611, 686, 391, 337, 391, 838, 500,  // P .. _
+    500,  613, 635, 550, 635, 616, 353, 635, 634, 278, 278, 580, 278, 975, 634, 612,  // ` .. o
+    635,  635, 412, 521, 393, 634, 592, 818, 592, 592, 525, 637, 337, 637, 838,       // p .. ~
+};
+// Outside ASCII: East Asian wide scripts (from U+2E80) take a full em; anything else is taken as a
+// wide Latin letter.
+constexpr int kWideAdvance = 1000;
+constexpr int kOtherAdvance = 750;
+
+// Calls `glyph(first_byte_index, byte_count, advance_in_thousandths_em)` per UTF-8 code point.
+template <typename F>
+void for_each_glyph(std::string_view text, F&& glyph) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    std::size_t n = 1;
+    if (lead >= 0xF0) {
+      n = 4;
+    } else if (lead >= 0xE0) {
+      n = 3;
+    } else if (lead >= 0xC0) {
+      n = 2;
+    }
+    n = std::min(n, text.size() - i);
+    std::uint32_t cp = n == 1 ? lead : lead & (0x7Fu >> n);
+    for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3Fu);
+    int advance = kOtherAdvance;
+    if (cp >= 0x20 && cp <= 0x7E) {
+      advance = kAsciiAdvance[cp - 0x20];
+    } else if (cp >= 0x2E80) {
+      advance = kWideAdvance;
+    }
+    glyph(i, n, advance);
+    i += n;
+  }
 }
 
-double text_width(std::string_view text, double font_size = 12) {
-  return static_cast<double>(code_points(text)) * kCharWidth * font_size / 12.0;
+// Keeps `text` within `max_width` pixels, cutting at a code point and ending with an ellipsis.
+std::string fit_text(std::string_view text, double max_width, double font_size = 12) {
+  if (text_width(text, font_size) <= max_width) return std::string(text);
+  const double budget = max_width - text_width("\u2026", font_size);
+  double used = 0;
+  std::size_t cut = 0;
+  bool full = false;
+  for_each_glyph(text, [&](std::size_t at, std::size_t bytes, int advance) {
+    if (full) return;
+    const double w = advance * font_size / 1000.0;
+    if (used + w > budget) {
+      full = true;
+      return;
+    }
+    used += w;
+    cut = at + bytes;
+  });
+  return std::string(text.substr(0, cut)) + "\u2026";
 }
 
 // Ids become attribute values and fragment names: letters, digits, '-' and '_' only.
@@ -98,7 +154,9 @@ double draw_legend(std::string& out, const std::vector<LegendItem>& items, doubl
   double row = 0;
   out += "<g class=\"legend\">\n";
   for (const LegendItem& item : items) {
-    const double w = 18 + text_width(item.label) + 16;
+    // A label wider than the chart is cut with an ellipsis; the full text stays in a tooltip.
+    const std::string label = fit_text(item.label, kWidth - 32.0 - 18);
+    const double w = 18 + text_width(label) + 16;
     if (x + w > kWidth - 16 && x > 16) {
       x = 16;
       row += 18;
@@ -122,8 +180,13 @@ double draw_legend(std::string& out, const std::vector<LegendItem>& items, doubl
                        px(cy - 4), px(x + 14), px(cy - 4), item.color);
         break;
     }
-    fmt::format_to(std::back_inserter(out), "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", px(x + 18), px(cy),
-                   kTextColor, escape(item.label));
+    if (label == item.label) {
+      fmt::format_to(std::back_inserter(out), "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", px(x + 18), px(cy),
+                     kTextColor, escape(label));
+    } else {
+      fmt::format_to(std::back_inserter(out), "<text x=\"{}\" y=\"{}\" fill=\"{}\"><title>{}</title>{}</text>\n",
+                     px(x + 18), px(cy), kTextColor, escape(item.label), escape(label));
+    }
     x += w;
   }
   out += "</g>\n";
@@ -196,6 +259,12 @@ struct Range {
 };
 
 }  // namespace
+
+double text_width(std::string_view text, double font_size) {
+  double thousandths = 0;
+  for_each_glyph(text, [&](std::size_t, std::size_t, int advance) { thousandths += advance; });
+  return thousandths * font_size / 1000.0;
+}
 
 std::string escape(std::string_view text) {
   std::string out;

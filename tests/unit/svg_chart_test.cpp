@@ -157,6 +157,86 @@ BarChart gemm_bars() {
   return c;
 }
 
+TEST(SvgText, WidthsFollowTheFallbackFontsGlyphs) {
+  // DejaVu Sans advances (hmtx, 2048 units per em): '0'..'9' 1303, 'i' 569, 'm' 1995, 'W' 2025.
+  EXPECT_NEAR(text_width("0123456789"), 10 * 1303.0 / 2048 * 12, 0.1);
+  EXPECT_NEAR(text_width("i", 10), 569.0 / 2048 * 10, 0.01);
+  EXPECT_GT(text_width("mmmm"), 3 * text_width("iiii"));
+  // The GEMM legend label that overlapped its neighbour in the example report: 196.4 px in DejaVu Sans
+  // at 12 px (a flat 6.6 px per character gave 178.2).
+  EXPECT_NEAR(text_width("gemm-h200-20261130-standard"), 196.4, 0.3);
+  // Multi-byte characters count once: 'µ' as a wide Latin letter, a CJK ideograph as a full em.
+  EXPECT_NEAR(text_width("\u00b5s"), 0.75 * 12 + 521.0 / 1000 * 12, 0.01);
+  EXPECT_NEAR(text_width("\u6a21"), 12, 0.01);
+}
+
+struct LegendEntry {
+  double x = 0;  // where the swatch starts
+  double text_x = 0;
+  double y = 0;
+  std::string label;
+};
+
+// The items of the chart's <g class="legend">: swatch x, label x and y, label text (markup stripped).
+std::vector<LegendEntry> legend_entries(const std::string& svg) {
+  std::vector<LegendEntry> out;
+  const auto begin = svg.find("<g class=\"legend\">");
+  const auto end = svg.find("</g>", begin);
+  if (begin == std::string::npos || end == std::string::npos) return out;
+  std::istringstream lines(svg.substr(begin, end - begin));
+  auto attr = [](const std::string& line, const std::string& name, std::size_t from) {
+    const auto at = line.find(" " + name + "=\"", from);
+    return at == std::string::npos ? kNaN : std::stod(line.substr(at + name.size() + 3));
+  };
+  for (std::string line; std::getline(lines, line);) {
+    const auto text = line.find("<text ");
+    if (text == std::string::npos) continue;
+    LegendEntry e;
+    e.x = line.rfind("<rect", 0) == 0 ? attr(line, "x", 0) : attr(line, "x1", 0);
+    e.text_x = attr(line, "x", text);
+    e.y = attr(line, "y", text);
+    const auto close = line.rfind("</text>");
+    const auto open = line.rfind('>', close);
+    e.label = line.substr(open + 1, close - open - 1);
+    out.push_back(e);
+  }
+  return out;
+}
+
+TEST(SvgLegend, ItemsLeaveRoomForTheirLabels) {
+  BarChart c = gemm_bars();
+  c.series = {{"gemm-h200-20261130-standard", {54.9, 346.3, 742.0, 1306.1}},
+              {"h200-serve-llama-3.1-8b-20261130", {kNaN, kNaN, 702.7, kNaN}}};
+  const std::vector<LegendEntry> items = legend_entries(render(c));
+  ASSERT_EQ(items.size(), 3u);
+  for (std::size_t i = 0; i + 1 < items.size(); ++i) {
+    SCOPED_TRACE(items[i].label);
+    EXPECT_EQ(items[i].y, items[i + 1].y);  // one row at this width
+    EXPECT_GE(items[i + 1].x, items[i].text_x + text_width(items[i].label) + 8);
+  }
+  // In pixels of the DejaVu Sans rendering: the first label ends at 34 + 196.4.
+  EXPECT_GE(items[1].x, 34 + 196.4 + 8);
+  EXPECT_LE(items.back().text_x + text_width(items.back().label), kWidth - 16);
+}
+
+TEST(SvgLegend, WrapsAndCutsLabelsWiderThanTheChart) {
+  LineChart c;
+  c.id = "long";
+  c.title = "Long names";
+  c.x = make_axis("x", "");
+  c.y = make_axis("y", "");
+  const std::string long_name(300, 'w');
+  c.series = {{"first series", {{1, 1}, {2, 2}}}, {long_name, {{1, 2}, {2, 3}}}, {"third", {{1, 3}, {2, 1}}}};
+  const std::string svg = render(c);
+  const std::vector<LegendEntry> items = legend_entries(svg);
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_GT(items[1].y, items[0].y);  // the long one starts a new row
+  EXPECT_GT(items[2].y, items[1].y);  // and the next item goes below it
+  EXPECT_EQ(items[1].label.substr(items[1].label.size() - 3), "\u2026");
+  EXPECT_LE(items[1].text_x + text_width(items[1].label), kWidth - 16);
+  EXPECT_NE(svg.find("<title>" + long_name + "</title>"), std::string::npos);  // the full name as a tooltip
+}
+
 TEST(SvgGolden, Bar) {
   expect_golden("svg_bar.svg", render(gemm_bars()));
 }

@@ -16,6 +16,11 @@ namespace gpuscout::report::svg {
 // Escapes & < > " ' for text and attribute values (XML and HTML alike).
 std::string escape(std::string_view text);
 
+// Estimated width in pixels of `text` set at `font_size` px: per-glyph advances of DejaVu Sans (the
+// Linux fallback of the charts' font stack, wider than Segoe UI and Roboto) for ASCII; a full em for
+// East Asian wide scripts; 0.75 em for anything else. Used to lay out legends and labels.
+double text_width(std::string_view text, double font_size = 12);
+
 enum class ScaleType { linear, log2, log10 };
 enum class TickFormat { number, bytes };  // bytes: powers of two as "8 B", "64 KiB", "1 GiB"
 
