@@ -45,6 +45,7 @@ def main():
     memory = {}  # bytes -> [eta]
     host = {"h2d": [], "d2h": []}
     ar_small, ar_busbw, ar_ranks = {}, [], set()  # all-reduce: time (us) by bytes, busbw >= 64 MiB
+    a2a_small, a2a_busbw, a2a_ranks = {}, [], set()  # all-to-all: the same
     used, tool_commits = [], set()
     for path in files:
         with open(path) as f:
@@ -76,11 +77,13 @@ def main():
                     continue
                 memory.setdefault(p["array_bytes"], []).append(metrics["bandwidth"] * 1e9 / bandwidth)
                 took = True
-            elif rec.get("benchmark") == "collectives" and p.get("op") == "all_reduce" and "time" in metrics:
-                ar_small.setdefault(p["bytes"], []).append(metrics["time"])
+            elif rec.get("benchmark") == "collectives" and p.get("op") in ("all_reduce", "alltoall") and "time" in metrics:
+                small, busbw, ranks = ((ar_small, ar_busbw, ar_ranks) if p["op"] == "all_reduce"
+                                       else (a2a_small, a2a_busbw, a2a_ranks))
+                small.setdefault(p["bytes"], []).append(metrics["time"])
                 if p["bytes"] >= 64 << 20 and "busbw" in metrics:
-                    ar_busbw.append(metrics["busbw"])
-                ar_ranks.add(p.get("ranks"))
+                    busbw.append(metrics["busbw"])
+                ranks.add(p.get("ranks"))
                 took = True
             elif rec.get("benchmark") == "transfer" and "bandwidth" in metrics:
                 key = rec["key"].split("/")[1]
@@ -124,13 +127,15 @@ def main():
     out.append("# [array bytes, median of read/write/copy/triad GB/s over spec bandwidth]")
     out.append("efficiency_by_size = [" + ", ".join(f"[{b}, {e:.4f}]" for b, e in pts) + "]")
     out.append("")
-    if ar_small and ar_busbw:
-        smallest = min(ar_small)
-        out.append("[allreduce]")
-        out.append(f"alpha_us = {statistics.median(ar_small[smallest]):.2f}  # median time of the {smallest}-byte all-reduce")
-        out.append(f"busbw_gbs = {max(ar_busbw):.1f}  # best busbw at >= 64 MiB")
-        out.append(f'source = "measured: NCCL all-reduce on {sorted(r for r in ar_ranks if r)} x {gpu_name} (bench/results)"')
-        out.append("")
+    for section, op, small, busbw, ranks in (("allreduce", "all-reduce", ar_small, ar_busbw, ar_ranks),
+                                             ("alltoall", "all-to-all", a2a_small, a2a_busbw, a2a_ranks)):
+        if small and busbw:
+            smallest = min(small)
+            out.append(f"[{section}]")
+            out.append(f"alpha_us = {statistics.median(small[smallest]):.2f}  # median time of the {smallest}-byte {op}")
+            out.append(f"busbw_gbs = {max(busbw):.1f}  # best busbw at >= 64 MiB")
+            out.append(f'source = "measured: NCCL {op} on {sorted(r for r in ranks if r)} x {gpu_name} (bench/results)"')
+            out.append("")
     out.append("[host]")
     for d in ("h2d", "d2h"):
         if host[d]:

@@ -228,6 +228,7 @@ std::string layout(const advise::Option& o) {
                                                 : fmt::format("partition {}", o.mig);
   if (o.par.pp > 1) out += fmt::format(" PP{}", o.par.pp);
   if (o.par.dp > 1) out += fmt::format(" DP{}", o.par.dp);
+  if (o.par.ep > 1) out += fmt::format(" EP{}", o.par.ep);
   if (o.replicas > 1) out += fmt::format(" x{} replicas", o.replicas);
   return out;
 }

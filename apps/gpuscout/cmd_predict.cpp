@@ -13,9 +13,11 @@
 #include "context.hpp"
 #include "gpuscout/model/calibration.hpp"
 #include "gpuscout/model/memory.hpp"
+#include "gpuscout/model/serving_sim.hpp"
 #include "gpuscout/model/speed.hpp"
 #include "gpuscout/results/result_json.hpp"
 #include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/tco/tco.hpp"
 #include "gpuscout/workloads/model_catalog.hpp"
 
 namespace gpuscout::cli {
@@ -28,8 +30,11 @@ using report::Table;
 struct CommonOptions {
   std::string model, gpu, precision = "bf16", framework;
   std::int64_t gpus = 0;
-  std::optional<std::int64_t> tp, pp, dp;
+  std::optional<std::int64_t> tp, pp, dp, ep;
   std::vector<std::string> calibration;
+  bool cost = false;  // --cost: price the prediction with the TCO model
+  std::optional<double> years;
+  std::vector<std::string> sets;  // --set key=value (TCO inputs)
 };
 
 struct InferOptions : CommonOptions {
@@ -38,6 +43,9 @@ struct InferOptions : CommonOptions {
   std::string mode;
   double ttft_ms = 0, tpot_ms = 0;
   std::string kv_precision = "bf16";
+  std::optional<double> rate;  // server: simulate at this many requests/s
+  double sim_duration_s = 15;
+  int max_running = 256, max_step_tokens = 8192;
 };
 
 struct TrainOptions : CommonOptions {
@@ -123,6 +131,70 @@ void add_figure(Table& t, const std::string& name, double value, const std::stri
   }
 }
 
+void check_cost_flags(const CommonOptions& o) {
+  if (!o.cost && o.years) throw UsageError("--years: only with --cost (it sets the TCO horizon)");
+  if (!o.cost && !o.sets.empty()) throw UsageError("--set: only with --cost (it overrides TCO inputs)");
+  if (o.years && !(*o.years >= 1)) throw UsageError(fmt::format("--years: must be at least 1, got {}", *o.years));
+}
+
+// The TCO model for `gpus` GPUs of the predicted type: data/tco.toml, then --years, then --set.
+tco::TcoResult tco_for(AppContext& ctx, const CommonOptions& o, const specs::GpuSpec& gpu, double gpus) {
+  auto inputs = tco::TcoInputs::resolve(tco::TcoDefaults::load(ctx.data()), gpu);
+  if (o.years) inputs.set("years", *o.years, "--years");
+  for (const auto& assignment : o.sets) inputs.set_from_text(assignment);
+  inputs.require_purchase_price();
+  return tco::compute_tco(inputs, gpus);
+}
+
+Table pay_columns(const std::string& key, const std::string& title) {
+  Table t;
+  t.key = key;
+  t.title = title;
+  t.add_column("way", "Way to pay");
+  t.add_column("usd_per_gpu_hr", "Per GPU-hour", "USD", 4, Align::right);
+  t.add_column("usd_per_useful_gpu_hr", "Per useful GPU-hour", "USD", 4, Align::right);
+  return t;
+}
+
+// USD per million input / output tokens from the predicted throughput (all GPUs together) and the
+// prefill's share of the busy GPU time.
+Table token_cost_table(const tco::TcoResult& r, double input_tps, double output_tps, double prefill_share) {
+  auto t = pay_columns("cost", fmt::format("Cost per million tokens on {} GPU(s), {} years", r.gpus, r.years));
+  t.add_column("input_usd_per_mtok", "Input", "USD/Mtok", 4, Align::right);
+  t.add_column("output_usd_per_mtok", "Output", "USD/Mtok", 4, Align::right);
+  t.add_column("total_usd_per_mtok", "Blended", "USD/Mtok", 4, Align::right);
+  t.add_column("source", "Source");
+  for (const auto& c : tco::token_costs(r, input_tps, output_tps, prefill_share)) {
+    t.add_row({c.pay.way, c.pay.usd_per_gpu_hr, c.pay.usd_per_useful_gpu_hr, c.input_usd_per_mtok,
+               c.output_usd_per_mtok, c.total_usd_per_mtok, c.pay.source});
+  }
+  t.notes.push_back(fmt::format(
+      "At the predicted {:.1f} input + {:.1f} output tokens/s of all GPUs while busy. The GPU time splits by "
+      "phase: input tokens carry prefill's {:.1f}% of it, output tokens decode's {:.1f}%; Blended = cost / all "
+      "tokens.",
+      input_tps, output_tps, prefill_share * 100, (1 - prefill_share) * 100));
+  t.notes.push_back(
+      "Per useful GPU-hour: owning and reserved contracts pay idle hours too (/ utilization); on-demand bills "
+      "the hours used. Inputs and sources: gpuscout tco --gpu G (override with --set key=value, --years).");
+  return t;
+}
+
+Table run_cost_table(const tco::TcoResult& r, double hours, double tokens) {
+  auto t = pay_columns("cost", fmt::format("Cost of one training run of {:.3g} tokens on {} GPU(s)", tokens, r.gpus));
+  t.add_column("gpu_hours", "GPU-hours", "h", 1, Align::right);
+  t.add_column("usd_per_run", "Per run", "USD", 0, Align::right);
+  t.add_column("source", "Source");
+  for (const auto& c : tco::run_costs(r, hours)) {
+    t.add_row(
+        {c.pay.way, c.pay.usd_per_gpu_hr, c.pay.usd_per_useful_gpu_hr, c.gpu_hours, std::round(c.usd), c.pay.source});
+  }
+  t.notes.push_back(fmt::format(
+      "Run: {:.3g} tokens / predicted tokens/s = {:.1f} hours on {} GPUs; owned GPUs are charged per useful hour "
+      "(owner cost / utilization); a reserved contract runs for years and is not offered for one run.",
+      tokens, hours, r.gpus));
+  return t;
+}
+
 model::SpeedContext speed_context(AppContext& ctx, const CommonOptions& o, const std::string& default_framework) {
   model::SpeedContext sc;
   sc.gpu = &ctx.specs().get(o.gpu);
@@ -134,9 +206,14 @@ model::SpeedContext speed_context(AppContext& ctx, const CommonOptions& o, const
   return sc;
 }
 
+std::string expert_layout(const model::Parallelism& par) {
+  return par.ep > 1 ? fmt::format(", EP {}", par.ep) : "";
+}
+
 model::Parallelism layout(const CommonOptions& o, const workloads::ModelArch& arch, bool train) {
   positive(o.gpus, "--gpus");
-  for (auto [value, flag] : {std::pair{o.tp, "--tp"}, std::pair{o.pp, "--pp"}, std::pair{o.dp, "--dp"}}) {
+  for (auto [value, flag] :
+       {std::pair{o.tp, "--tp"}, std::pair{o.pp, "--pp"}, std::pair{o.dp, "--dp"}, std::pair{o.ep, "--ep"}}) {
     if (value) positive(*value, flag);
   }
   model::Parallelism par;
@@ -150,13 +227,77 @@ model::Parallelism layout(const CommonOptions& o, const workloads::ModelArch& ar
     throw UsageError(
         fmt::format("--gpus: {} GPUs != TP {} x PP {} x DP {} = {}", o.gpus, par.tp, par.pp, par.dp, par.gpus()));
   }
+  par.ep = o.ep.value_or(1);
   model::check_parallelism(arch, par);
   return par;
+}
+
+// Server-mode queueing: the scheduler + load generator simulation (serving_sim.hpp) at --rate and the
+// peak Poisson rate within the bounds, per replica and for all replicas.
+std::vector<Table> queueing_tables(const model::SpeedContext& sc, const model::InferenceSetup& setup,
+                                   const InferOptions& o, double guess_rate, double replicas, double band) {
+  model::EngineLimits limits;
+  limits.max_running = o.max_running;
+  limits.max_step_tokens = o.max_step_tokens;
+  model::QueueingSettings q;
+  q.isl = static_cast<int>(o.isl);
+  q.osl = static_cast<int>(o.osl);
+  q.ttft_bound_ms = o.ttft_ms;
+  q.tpot_bound_ms = o.tpot_ms;
+  q.min_duration_s = o.sim_duration_s;
+  std::vector<Table> tables;
+  auto t =
+      figures_table(fmt::format("Queueing (discrete-event simulation of the scheduler, Poisson arrivals, {} s "
+                                "per probe), bounds p99 TTFT <= {} ms, p99 TPOT <= {} ms",
+                                o.sim_duration_s, o.ttft_ms, o.tpot_ms));
+  t.key = "queueing";
+  if (o.rate) {
+    const auto r = model::simulate_server(sc, setup, limits, q, *o.rate / replicas);
+    const std::string at = fmt::format("at {} requests/s{}", *o.rate, replicas > 1 ? " spread over the replicas" : "");
+    add_figure(t, "rate", *o.rate, "requests/s", 0, "offered Poisson rate, all replicas");
+    add_figure(t, "ttft_p50", r.ttft_ms.p50, "ms", band, "median TTFT " + at + " (queueing included)");
+    add_figure(t, "ttft_p99", r.ttft_ms.p99, "ms", band, "p99 TTFT " + at);
+    add_figure(t, "tpot_p50", r.tpot_ms.p50, "ms", band, "median TPOT " + at);
+    add_figure(t, "tpot_p99", r.tpot_ms.p99, "ms", band, "p99 TPOT " + at);
+    add_figure(t, "achieved_output_throughput", r.output_tokens_per_s * replicas, "tokens/s", band, "all replicas");
+    add_figure(t, "within_bounds", r.valid ? 1 : 0, "bool", 0,
+               r.valid ? "VALID: p99 TTFT and TPOT within the bounds"
+                       : fmt::format("INVALID: {}", fmt::join(r.invalid_reasons, "; ")));
+  }
+  const auto peak = model::simulate_peak(sc, setup, limits, q, guess_rate);
+  add_figure(t, "peak_rate", peak.peak_rate * replicas, "requests/s", band,
+             peak.found ? fmt::format("highest Poisson rate within the bounds (find-peak, {} probes, all replicas)",
+                                      peak.probes.size())
+                        : "no rate down to 1/256 of the steady-state guess meets the bounds");
+  add_figure(t, "peak_output_throughput", peak.peak_rate * replicas * static_cast<double>(o.osl), "tokens/s", band,
+             "peak rate x OSL");
+  t.notes.push_back(fmt::format(
+      "Engine limits: {} running sequences, {}-token steps (chunked prefill), 16-token KV blocks, KV room from the "
+      "memory model (ASSUMPTION: vLLM max_num_seqs and the gpuscout engine's step; --max-running, "
+      "--max-step-tokens). Each probe: {} warm-up requests, then >= {} requests and >= {} s of arrivals.",
+      o.max_running, o.max_step_tokens, q.warmup_requests, q.min_requests, o.sim_duration_s));
+  tables.push_back(t);
+  Table probes;
+  probes.key = "peak_probes";
+  probes.title = "Find-peak probes (one replica)";
+  probes.add_column("rate", "Rate", "requests/s", 3, Align::right);
+  probes.add_column("ttft_p99_ms", "p99 TTFT", "ms", 1, Align::right);
+  probes.add_column("tpot_p99_ms", "p99 TPOT", "ms", 2, Align::right);
+  probes.add_column("output_tokens_per_s", "Output", "tokens/s", 0, Align::right);
+  probes.add_column("valid", "Valid");
+  probes.add_column("why", "Why");
+  for (const auto& p : peak.probes) {
+    probes.add_row({p.target_rate, p.ttft_ms.p99, p.tpot_ms.p99, p.output_tokens_per_s, p.valid,
+                    fmt::format("{}", fmt::join(p.invalid_reasons, "; "))});
+  }
+  tables.push_back(probes);
+  return tables;
 }
 
 void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mode_given) {
   positive(o.isl, "--isl");
   positive(o.osl, "--osl");
+  check_cost_flags(o);
   if (batch_given && mode_given) throw UsageError("--batch: give either --batch or --mode, not both");
   if (o.batch) positive(*o.batch, "--batch");
   if (mode_given && o.mode != "offline" && o.mode != "server") {
@@ -164,6 +305,11 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
   }
   if (o.ttft_ms < 0) throw UsageError(fmt::format("--ttft-ms: must be >= 0, got {}", o.ttft_ms));
   if (o.tpot_ms < 0) throw UsageError(fmt::format("--tpot-ms: must be >= 0, got {}", o.tpot_ms));
+  if (o.rate && o.mode != "server") throw UsageError("--rate: only with --mode server");
+  if (o.rate && !(*o.rate > 0)) throw UsageError(fmt::format("--rate: must be above 0 requests/s, got {}", *o.rate));
+  if (!(o.sim_duration_s > 0)) {
+    throw UsageError(fmt::format("--sim-duration-s: must be above 0, got {}", o.sim_duration_s));
+  }
   if (o.mode == "server" && o.ttft_ms <= 0 && o.tpot_ms <= 0) {
     throw UsageError("--mode: server needs a latency bound: --ttft-ms and/or --tpot-ms");
   }
@@ -203,9 +349,9 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
   const double replicas = static_cast<double>(setup.par.dp);
   const double gpus = static_cast<double>(setup.par.gpus());
   std::vector<Table> tables;
-  auto t = figures_table(fmt::format("{} on {} x {} (TP {} x PP {} x DP {}), {}, ISL {} / OSL {}", info.name,
+  auto t = figures_table(fmt::format("{} on {} x {} (TP {} x PP {} x DP {}{}), {}, ISL {} / OSL {}", info.name,
                                      setup.par.gpus(), sc.gpu->name, setup.par.tp, setup.par.pp, setup.par.dp,
-                                     o.precision, o.isl, o.osl));
+                                     expert_layout(setup.par), o.precision, o.isl, o.osl));
   add_figure(t, "max_batch_kv", static_cast<double>(mem.max_batch_at_context), "sequences", 0,
              "sequences of ISL+OSL tokens whose KV cache fits one replica (memory model)");
   add_figure(t, "kv_capacity", mem.kv_tokens_capacity, "tokens", 0, "KV-cache room per replica");
@@ -227,6 +373,10 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
     add_figure(t, "total_throughput", r.total_tokens_per_s * replicas, "tokens/s", band,
                "(ISL + OSL) x batch / request latency, all replicas");
     tables.push_back(t);
+    if (o.cost) {
+      tables.push_back(token_cost_table(tco_for(ctx, o, *sc.gpu, gpus), r.batch * o.isl / r.total_s * replicas,
+                                        r.output_tokens_per_s * replicas, r.ttft_s / r.total_s));
+    }
     tables.push_back(calibration_table(sc));
     tables.push_back(ops_table(r.prefill, "prefill_ops", "Prefill (TTFT) by operator, one GPU"));
     tables.push_back(ops_table(r.decode_mid, "decode_ops", "Decode step at the mean context, by operator, one GPU"));
@@ -249,6 +399,17 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
     add_figure(t, "output_throughput_per_gpu", p.output_tokens_per_s * replicas / gpus, "tokens/s/GPU", band,
                "output throughput / GPUs");
     tables.push_back(t);
+    if (o.mode == "server") {
+      for (auto& q :
+           queueing_tables(sc, setup, o, p.output_tokens_per_s / static_cast<double>(o.osl), replicas, band)) {
+        tables.push_back(std::move(q));
+      }
+    }
+    if (o.cost) {
+      const double out_tps = p.output_tokens_per_s * replicas;
+      tables.push_back(token_cost_table(tco_for(ctx, o, *sc.gpu, gpus), out_tps * static_cast<double>(o.isl) / o.osl,
+                                        out_tps, p.prefill_s / p.step_s));
+    }
     tables.push_back(calibration_table(sc));
   }
   tables[0].notes.push_back(
@@ -259,6 +420,7 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
 
 void run_train(AppContext& ctx, const TrainOptions& o) {
   positive(o.global_batch, "--global-batch");
+  check_cost_flags(o);
   positive(o.seq, "--seq");
   positive(o.micro_batch, "--micro-batch");
   positive(o.interleave, "--interleave");
@@ -267,6 +429,7 @@ void run_train(AppContext& ctx, const TrainOptions& o) {
   }
   if (o.zero < 0 || o.zero > 3) throw UsageError(fmt::format("--zero: stage must be 0-3, got {}", o.zero));
   if (o.train_tokens < 0) throw UsageError(fmt::format("--train-tokens: must be >= 0, got {}", o.train_tokens));
+  if (o.cost && !(o.train_tokens > 0)) throw UsageError("--train-tokens: --cost prices a run of that many tokens");
   const auto& info = ctx.models().get(o.model);
   model::TrainingSetup setup;
   setup.arch = info.arch;
@@ -286,9 +449,9 @@ void run_train(AppContext& ctx, const TrainOptions& o) {
   const auto mem = model::training_memory(setup.arch, setup.par, setup.config, model::gpu_capacity_bytes(*sc.gpu));
   const auto r = model::training_step(sc, setup);
   const double band = sc.calibration.error_band();
-  auto t = figures_table(fmt::format("Train {} on {} x {} (TP {} x PP {} x DP {}), {}, GBS {} x seq {}", info.name,
+  auto t = figures_table(fmt::format("Train {} on {} x {} (TP {} x PP {} x DP {}{}), {}, GBS {} x seq {}", info.name,
                                      setup.par.gpus(), sc.gpu->name, setup.par.tp, setup.par.pp, setup.par.dp,
-                                     o.precision, o.global_batch, o.seq));
+                                     expert_layout(setup.par), o.precision, o.global_batch, o.seq));
   add_figure(t, "memory_per_gpu", mem.breakdown.total_bytes / model::kGiB, "GiB", 0,
              mem.breakdown.fits() ? "fits (memory model)" : "DOES NOT FIT (memory model)");
   add_figure(t, "step_time", r.step_s, "s", band, "one optimizer step");
@@ -300,6 +463,10 @@ void run_train(AppContext& ctx, const TrainOptions& o) {
   add_figure(t, "backward_per_micro_batch", r.backward_s * 1e3, "ms", band, "one stage, recompute included");
   add_figure(t, "recompute_per_micro_batch", r.recompute_s * 1e3, "ms", band, o.recompute);
   add_figure(t, "tp_comm_per_micro_batch", r.tp_comm_s * 1e3, "ms", band, "exposed TP all-reduces, fwd + bwd");
+  if (setup.par.ep > 1) {
+    add_figure(t, "ep_comm_per_micro_batch", r.ep_comm_s * 1e3, "ms", band,
+               fmt::format("EP {} all-to-alls (dispatch + combine), fwd + bwd", setup.par.ep));
+  }
   add_figure(t, "pipeline_bubble", r.bubble_s * 1e3, "ms", band,
              fmt::format("bubble fraction {:.3f} = (p-1)/(v·m)", r.bubble_fraction));
   add_figure(t, "pp_comm", r.pp_comm_s * 1e3, "ms", band, "p2p activations and gradients");
@@ -311,9 +478,15 @@ void run_train(AppContext& ctx, const TrainOptions& o) {
                fmt::format("{:.3g} tokens", o.train_tokens));
   }
   t.notes.push_back("MFU counts 6·N·tokens + causal attention FLOPs (no recompute); " + r.peak_label + ".");
-  ctx.out << report::render(
-      {t, calibration_table(sc), ops_table(r.forward, "forward_ops", "Forward of one micro-batch, one stage")},
-      ctx.format());
+  std::vector<Table> tables{t};
+  if (o.cost) {
+    const double gpus = static_cast<double>(setup.par.gpus());
+    tables.push_back(
+        run_cost_table(tco_for(ctx, o, *sc.gpu, gpus), o.train_tokens / r.tokens_per_s / 3600, o.train_tokens));
+  }
+  tables.push_back(calibration_table(sc));
+  tables.push_back(ops_table(r.forward, "forward_ops", "Forward of one micro-batch, one stage"));
+  ctx.out << report::render(tables, ctx.format());
 }
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
@@ -323,8 +496,12 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--tp", o.tp, "Tensor-parallel degree");
   cmd->add_option("--pp", o.pp, "Pipeline-parallel degree");
   cmd->add_option("--dp", o.dp, "Data-parallel degree (default: GPUs / (TP x PP))");
+  cmd->add_option("--ep", o.ep, "Expert-parallel degree (MoE): whole experts spread over this many GPUs");
   cmd->add_option("--framework", o.framework, "Framework profile (data/frameworks.toml)");
   cmd->add_option("--calibration", o.calibration, "Result JSON files to calibrate from (default: embedded H200 table)");
+  cmd->add_flag("--cost", o.cost, "Price the prediction with the TCO model (own, on-demand, reserved)");
+  cmd->add_option("--years", o.years, "--cost: horizon and useful life in years (TCO 'years')");
+  cmd->add_option("--set", o.sets, "--cost: TCO input override key=value, repeatable (keys: gpuscout tco)");
 }
 
 }  // namespace
@@ -343,6 +520,10 @@ void register_predict_command(CLI::App& app, AppContext& ctx) {
   infer->add_option("--ttft-ms", io->ttft_ms, "server: TTFT bound in ms");
   infer->add_option("--tpot-ms", io->tpot_ms, "server: TPOT bound in ms");
   infer->add_option("--kv-precision", io->kv_precision, "KV cache bf16 or fp8");
+  infer->add_option("--rate", io->rate, "server: simulate Poisson arrivals at this many requests/s (all replicas)");
+  infer->add_option("--sim-duration-s", io->sim_duration_s, "server: seconds of arrivals per simulated probe (15)");
+  infer->add_option("--max-running", io->max_running, "server: sequences the engine batches at most (256)");
+  infer->add_option("--max-step-tokens", io->max_step_tokens, "server: tokens per engine step (8192)");
   infer->fallthrough();
   infer->callback([&ctx, io, infer] { run_infer(ctx, *io, infer->count("--batch") > 0, infer->count("--mode") > 0); });
   auto to = std::make_shared<TrainOptions>();
@@ -356,7 +537,7 @@ void register_predict_command(CLI::App& app, AppContext& ctx) {
   train->add_option("--recompute", to->recompute, "none, selective or full");
   train->add_option("--zero", to->zero, "ZeRO stage 0-3");
   train->add_flag("--distributed-optimizer", to->distributed_optimizer, "Megatron distributed optimizer");
-  train->add_option("--train-tokens", to->train_tokens, "Tokens to train, for the time to train");
+  train->add_option("--train-tokens,--tokens", to->train_tokens, "Tokens to train, for the time to train and --cost");
   train->fallthrough();
   train->callback([&ctx, to] { run_train(ctx, *to); });
 }

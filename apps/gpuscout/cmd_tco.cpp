@@ -148,12 +148,7 @@ void run_tco(AppContext& ctx, const TcoOptions& o) {
   }
   if (o.years) inputs.set("years", *o.years, "--years");
   for (const auto& assignment : o.sets) inputs.set_from_text(assignment);
-  if (inputs.find("server_capex_usd")->origin == "missing") {
-    throw UsageError(
-        fmt::format("{} has no purchase price in the spec database or tco.toml; give one with --set "
-                    "server_capex_usd=USD (per server of gpus_per_server GPUs)",
-                    gpu.name));
-  }
+  inputs.require_purchase_price();
   const auto result = tco::compute_tco(inputs, o.gpus, o.tokens_per_s);
   ctx.out << report::render(std::vector<Table>{cost_table(result), owner_table(result), inputs_table(inputs)},
                             ctx.format());

@@ -41,6 +41,8 @@ results::Record option_record(const Advice& advice, const Option& o) {
                           {"tp", o.par.tp},
                           {"pp", o.par.pp},
                           {"dp", o.par.dp},
+                          {"ep", o.par.ep},
+                          {"micro_batch", o.micro_batch},
                           {"replicas", o.replicas},
                           {"precision", o.precision}};
   if (o.feasible) {

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "gpuscout/util/error.hpp"
@@ -26,6 +27,7 @@ std::string layout_text(const model::Parallelism& par) {
   std::string out = fmt::format("TP{}", par.tp);
   if (par.pp > 1) out += fmt::format(" PP{}", par.pp);
   if (par.dp > 1) out += fmt::format(" DP{}", par.dp);
+  if (par.ep > 1) out += fmt::format(" EP{}", par.ep);
   return out;
 }
 
@@ -86,7 +88,7 @@ GpuPrices gpu_prices(const specs::GpuSpec& gpu, const Workload& w, const Advisor
 // Fills the prices of an option and picks the one the workload ranks by. Serve: the GPUs run every
 // hour of the horizon; train: they run for the GPU-hours of the run, owned GPUs charged per useful hour
 // (the owner keeps them busy `utilization` of the time with other work).
-void price(Option& o, const GpuPrices& p, const Workload& w, double units_per_hour, double run_gpu_hours) {
+void price(Option& o, const GpuPrices& p, const Workload& w, double output_tokens_per_s, double run_gpu_hours) {
   const bool serve = w.task == Task::serve;
   const double gpus = static_cast<double>(o.gpus);
   const double hours = w.constraints.years * kHoursPerYear;
@@ -97,7 +99,7 @@ void price(Option& o, const GpuPrices& p, const Workload& w, double units_per_ho
     pr.source = std::move(source);
     if (serve) {
       pr.usd_total = per_gpu_hr * gpus * hours;
-      pr.usd_per_unit = per_gpu_hr * gpus / units_per_hour;
+      pr.usd_per_unit = tco::usd_per_mtok(per_gpu_hr, gpus, output_tokens_per_s);
     } else {
       pr.usd_total = per_gpu_hr * run_gpu_hours;
       pr.usd_per_unit = pr.usd_total;
@@ -313,7 +315,7 @@ Option serve_layout(const Workload& w, const ServeDemand& d, const AdvisorInputs
     o.reasons.push_back(fmt::format("{} GPUs > max_gpus {}", o.gpus, w.constraints.max_gpus));
     return o;
   }
-  price(o, prices, w, need * static_cast<double>(d.tenants) * 3600.0 / 1e6, 0);
+  price(o, prices, w, need * static_cast<double>(d.tenants), 0);
   if (!check_constraints(o, prices, w)) return o;
   o.reasons.push_back(pricing_reason(o, prices, true));
   o.feasible = true;
@@ -324,13 +326,14 @@ Option serve_layout(const Workload& w, const ServeDemand& d, const AdvisorInputs
 
 Option train_layout(const Workload& w, const AdvisorInputs& in, const specs::GpuSpec& gpu,
                     const model::SpeedContext& sc, const std::string& precision, const model::Parallelism& par,
-                    const GpuPrices& prices) {
+                    std::int64_t micro_batch, const GpuPrices& prices) {
   const auto& t = w.train;
   Option o = base_option("train", gpu, MigProfile{}, precision, sc.calibration);
   o.unit = "USD/run";
   o.par = par;
+  o.micro_batch = micro_batch;
   o.gpus = par.gpus();
-  const std::string where = fmt::format("{}x {} {}", o.gpus, gpu.name, layout_text(par));
+  const std::string where = fmt::format("{}x {} {} micro-batch {}", o.gpus, gpu.name, layout_text(par), micro_batch);
   model::TrainingSetup setup;
   setup.arch = in.arch;
   setup.par = par;
@@ -339,6 +342,7 @@ Option train_layout(const Workload& w, const AdvisorInputs& in, const specs::Gpu
   setup.config.seq = t.seq;
   setup.config.recompute = model::parse_recompute(t.recompute, "train.recompute");
   setup.config.zero_stage = t.zero_stage;
+  setup.config.micro_batch = micro_batch;
   setup.config.fine_tune = t.fine_tune == "lora"    ? model::FineTune::lora
                            : t.fine_tune == "qlora" ? model::FineTune::qlora
                                                     : model::FineTune::full;
@@ -380,12 +384,16 @@ Option train_layout(const Workload& w, const AdvisorInputs& in, const specs::Gpu
 
 // Serving layouts of one replica, fewest GPUs first (so "not fewer" names the smallest that failed),
 // then fewer pipeline stages. Slices take no TP/PP: MIG instances have no peer-to-peer.
-std::vector<model::Parallelism> serve_layouts(const MigProfile& profile, std::int64_t max_gpus) {
+// MoE models also try expert parallelism over the TP group (whole experts per GPU, all-to-all dispatch)
+// beside experts split by TP.
+std::vector<model::Parallelism> serve_layouts(const MigProfile& profile, std::int64_t max_gpus, bool moe) {
   if (!profile.name.empty()) return {model::Parallelism{}};
   std::vector<model::Parallelism> out;
   for (std::int64_t tp : {1, 2, 4, 8}) {
     for (std::int64_t pp : {1, 2, 4}) {
-      if (tp * pp <= max_gpus) out.push_back({tp, pp, 1, 1});
+      if (tp * pp > max_gpus) continue;
+      out.push_back({tp, pp, 1, 1});
+      if (moe && tp > 1) out.push_back({tp, pp, 1, tp});
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
@@ -394,10 +402,14 @@ std::vector<model::Parallelism> serve_layouts(const MigProfile& profile, std::in
   return out;
 }
 
-std::vector<std::int64_t> powers_of_two_upto(std::int64_t n) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t v = 1; v <= n; v *= 2) out.push_back(v);
-  return out;
+// Training GPU counts: every power of two (global batches are mostly powers of two, so DP is too) and the
+// multiples of a server of `node` GPUs: each one up to 16 servers, then steps of about 1/8 (a 1024-GPU
+// limit tries 60 counts, not 128).
+std::vector<std::int64_t> training_counts(std::int64_t max_gpus, std::int64_t node) {
+  std::set<std::int64_t> out;
+  for (std::int64_t n = 1; n <= max_gpus; n *= 2) out.insert(n);
+  for (std::int64_t k = 1; k * node <= max_gpus; k += std::max<std::int64_t>(1, k / 8)) out.insert(k * node);
+  return {out.begin(), out.end()};
 }
 
 // Turns the groups into options and rejections, ranked per tier.
@@ -517,7 +529,7 @@ Advice advise(const Workload& w, const AdvisorInputs& in) {
             if (!profile.name.empty() && !w.constraints.mig) continue;
             const specs::GpuSpec slice = slice_spec(*gpu, profile);
             model::SpeedContext sc{&slice, cal, framework};
-            for (const auto& par : serve_layouts(profile, w.constraints.max_gpus)) {
+            for (const auto& par : serve_layouts(profile, w.constraints.max_gpus, in.arch.is_moe())) {
               try {
                 model::check_parallelism(in.arch, par);
               } catch (const UsageError&) {
@@ -531,19 +543,34 @@ Advice advise(const Workload& w, const AdvisorInputs& in) {
       } else {
         model::SpeedContext sc{gpu, cal, framework};
         auto& g = groups[{"train", gpu->name, precision}];
-        for (std::int64_t n : powers_of_two_upto(w.constraints.max_gpus)) {
+        const auto node = static_cast<std::int64_t>(std::max(1.0, prices.gpus_per_server));
+        const bool moe = in.arch.is_moe();
+        for (std::int64_t n : training_counts(w.constraints.max_gpus, node)) {
           for (std::int64_t tp : {1, 2, 4, 8}) {
             for (std::int64_t pp : {1, 2, 4, 8, 16}) {
               if (tp * pp > n || n % (tp * pp) != 0) continue;
-              model::Parallelism par{tp, pp, n / (tp * pp), 1};
-              if (w.train.global_batch % par.dp != 0) continue;
-              try {
-                model::check_parallelism(in.arch, par);
-              } catch (const UsageError&) {
-                continue;
+              const std::int64_t dp = n / (tp * pp);
+              // MoE: experts split by TP (EP 1) or whole experts over EP ranks of the TP x DP group.
+              for (std::int64_t ep : {1, 2, 4, 8, 16, 32, 64}) {
+                if (ep > 1 && (!moe || (tp * dp) % ep != 0)) continue;
+                model::Parallelism par{tp, pp, dp, ep};
+                try {
+                  model::check_parallelism(in.arch, par);
+                } catch (const UsageError&) {
+                  continue;
+                }
+                // Micro-batches 1-8: a larger one runs faster GEMMs but holds more activations; once one
+                // does not fit, larger ones do not either.
+                for (std::int64_t mb : {1, 2, 4, 8}) {
+                  if (w.train.global_batch % (dp * mb) != 0) continue;
+                  ++advice.evaluated;
+                  Option o = train_layout(w, in, *gpu, sc, precision, par, mb, prices);
+                  const bool out_of_memory = o.rejected_by == "memory";
+                  // Only the first micro-batch's memory failure explains "not fewer".
+                  if (!out_of_memory || mb == 1) consider(g, std::move(o));
+                  if (out_of_memory) break;
+                }
               }
-              ++advice.evaluated;
-              consider(g, train_layout(w, in, *gpu, sc, precision, par, prices));
             }
           }
         }
@@ -566,7 +593,9 @@ Advice advise(const Workload& w, const AdvisorInputs& in) {
         "(ASSUMPTION after the A100/H100 MIG profiles); slices run one replica each, no tensor parallelism.");
   } else {
     advice.assumptions.push_back(
-        "Training: micro-batch 1, the workload's recompute and ZeRO stage, 1F1B pipeline; USD per run = GPU-hours x "
+        "Training: GPU counts 1, 2, 4 and multiples of the server size; micro-batch 1, 2, 4 or 8 (the fastest that "
+        "fits); experts split by TP or by expert parallelism for MoE models; the workload's recompute and ZeRO stage, "
+        "1F1B pipeline; USD per run = GPU-hours x "
         "price; owned GPUs are charged per useful hour (owner cost / utilization: the rest of the time they serve "
         "other work).");
   }

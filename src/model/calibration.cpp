@@ -52,6 +52,24 @@ std::string precision_name(specs::Precision p) {
   return std::string(specs::to_string(p));
 }
 
+double microseconds(const results::Metric& time) {
+  return time.unit == "ms" ? time.value * 1e3 : time.unit == "s" ? time.value * 1e6 : time.value;
+}
+
+// α: median time of the smallest message (as scripts/make-calibration.py); busbw: best at >= 64 MiB.
+std::optional<CollectiveModel> fit_collective(std::vector<std::pair<double, double>> points,
+                                              const std::vector<double>& busbw, const std::string& what) {
+  if (points.empty() || busbw.empty()) return std::nullopt;
+  std::sort(points.begin(), points.end());
+  std::vector<double> smallest;
+  for (const auto& [bytes, us] : points) {
+    if (bytes == points.front().first) smallest.push_back(us);
+  }
+  return CollectiveModel{
+      median(smallest), *std::max_element(busbw.begin(), busbw.end()),
+      fmt::format("measured {} records (α: median of the smallest message; busbw: best >= 64 MiB)", what)};
+}
+
 }  // namespace
 
 double interpolate_log2(const Curve& curve, double x) {
@@ -140,6 +158,10 @@ Calibration parse_calibration(const data::DataFile& file) {
     cal.allreduce = CollectiveModel{ar->required_number("alpha_us", 0), ar->required_number("busbw_gbs", 0),
                                     ar->optional_string("source").value_or(cal.source)};
   }
+  if (const auto a2a = top.optional_table("alltoall")) {
+    cal.alltoall = CollectiveModel{a2a->required_number("alpha_us", 0), a2a->required_number("busbw_gbs", 0),
+                                   a2a->optional_string("source").value_or(cal.source)};
+  }
   return cal;
 }
 
@@ -159,6 +181,8 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   std::vector<double> h2d, d2h;
   std::vector<std::pair<double, double>> ar_points;  // (bytes, time us) of all-reduce records
   std::vector<double> ar_busbw;
+  std::vector<std::pair<double, double>> a2a_points;
+  std::vector<double> a2a_busbw;
   Calibration cal;
   cal.tier = "measured";
   cal.measured_gpu = spec.name;
@@ -202,19 +226,16 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
         if (r.key.starts_with("transfer/h2d_ce_pinned/")) h2d.push_back(bw->value);
         if (r.key.starts_with("transfer/d2h_ce_pinned/")) d2h.push_back(bw->value);
         used = true;
-      } else if (r.benchmark.starts_with("collective") || r.key.starts_with("collectives/all_reduce")) {
-        // Another developer's collectives records: all_reduce with bytes, time and busbw.
-        if (r.key.find("all_reduce") == std::string::npos) continue;
+      } else if (r.key.starts_with("collectives/alltoall/") || r.benchmark.starts_with("collective") ||
+                 r.key.starts_with("collectives/all_reduce")) {
+        // Collectives records (another developer's): all_reduce and alltoall with bytes, time and busbw.
+        const bool a2a = r.key.starts_with("collectives/alltoall/");
+        if (!a2a && r.key.find("all_reduce") == std::string::npos) continue;
         const auto* time = r.find_metric("time");
         const auto* busbw = r.find_metric("busbw");
         const double bytes = p.value("bytes", 0.0);
-        if (time && bytes > 0) {
-          const double us = time->unit == "ms"  ? time->value * 1e3
-                            : time->unit == "s" ? time->value * 1e6
-                                                : time->value;
-          ar_points.emplace_back(bytes, us);
-        }
-        if (busbw && bytes >= 64.0 * (1 << 20)) ar_busbw.push_back(busbw->value);
+        if (time && bytes > 0) (a2a ? a2a_points : ar_points).emplace_back(bytes, microseconds(*time));
+        if (busbw && bytes >= 64.0 * (1 << 20)) (a2a ? a2a_busbw : ar_busbw).push_back(busbw->value);
         used = true;
       }
     }
@@ -233,17 +254,8 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   for (auto& [bytes, v] : memory) cal.memory.emplace_back(bytes, median(v));
   if (!h2d.empty()) cal.h2d_gbs = median(h2d);
   if (!d2h.empty()) cal.d2h_gbs = median(d2h);
-  if (!ar_points.empty() && !ar_busbw.empty()) {
-    std::sort(ar_points.begin(), ar_points.end());
-    // α: median time of the smallest message (as scripts/make-calibration.py); busbw: best at >= 64 MiB.
-    std::vector<double> smallest;
-    for (const auto& [bytes, us] : ar_points) {
-      if (bytes == ar_points.front().first) smallest.push_back(us);
-    }
-    cal.allreduce = CollectiveModel{median(smallest), *std::max_element(ar_busbw.begin(), ar_busbw.end()),
-                                    "measured all-reduce records (α: median of the smallest message; busbw: best "
-                                    ">= 64 MiB)"};
-  }
+  cal.allreduce = fit_collective(ar_points, ar_busbw, "all-reduce");
+  cal.alltoall = fit_collective(a2a_points, a2a_busbw, "all-to-all");
   if (cal.gemm.empty() && cal.memory.empty() && !cal.allreduce) {
     throw UsageError(
         fmt::format("--calibration: no passed gemm, memory or collective records of {} in the files", spec.name));
@@ -302,6 +314,7 @@ Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Cali
       out.source = fmt::format("transferred from {} ({} family; efficiencies shared, peaks and bandwidth of {}): {}",
                                cal.measured_gpu, cal.architecture, target.name, cal.source);
       out.allreduce.reset();  // fabrics differ between SKUs (H800, H20): use the spec of the target
+      out.alltoall.reset();
       out.h2d_gbs.reset();
       out.d2h_gbs.reset();
       return out;
@@ -336,6 +349,19 @@ CollectiveModel collective_model(const specs::GpuSpec& target, const Calibration
   const double pcie_gen = target.pcie_gen ? target.pcie_gen->value : 4;
   return CollectiveModel{30, pcie_gen >= 5 ? 45.0 : 20.0,
                          "public: PCIe Gen4/5 x16 all-reduce busbw ~20/45 GB/s (modeling.md 4.5), α 30 us"};
+}
+
+CollectiveModel alltoall_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus) {
+  if (gpus <= 8 && cal.alltoall && cal.tier == "measured") return *cal.alltoall;
+  auto model = collective_model(target, cal, gpus);
+  if (gpus <= 8) model.source = "ASSUMPTION: all-to-all busbw = the all-reduce figure; " + model.source;
+  return model;
+}
+
+double alltoall_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus) {
+  if (gpus <= 1) return 0;
+  const double n = static_cast<double>(gpus);
+  return model.alpha_us * 1e-6 + (n - 1) / n * bytes / (model.busbw_gbs * 1e9);
 }
 
 double allreduce_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus) {

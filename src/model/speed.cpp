@@ -47,13 +47,13 @@ double stage_layers(const workloads::ModelArch& arch, std::int64_t pp) {
   return std::ceil(static_cast<double>(arch.layers) / static_cast<double>(pp));
 }
 
-// Layer operators for `tokens` tokens on one GPU (TP-sharded), `layers` times. Attention core FLOPs over
-// `attended` (sum over new tokens of the positions each attends to) per sequence, `sequences` sequences.
+// Layer operators for `tokens` tokens on one GPU (TP-sharded), `layers` times. The attention core runs
+// per group of sequences of equal shape (AttentionGroup): causal, n new tokens after `context` cached
+// ones attend to n·c + n(n+1)/2 positions each.
 void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::ModelArch& arch, const Parallelism& par,
-                   Precision prec, double weight_bytes, double kv_bytes_per_element, double sequences,
-                   double new_tokens, double context, double layers, bool decode) {
+                   Precision prec, double weight_bytes, double kv_bytes_per_element, double tokens,
+                   const std::vector<AttentionGroup>& groups, double layers) {
   const double t = static_cast<double>(par.tp);
-  const double tokens = sequences * new_tokens;
   const double h = static_cast<double>(arch.hidden);
   const double hd = static_cast<double>(arch.head_dim);
   const double heads = static_cast<double>(arch.heads) / t;
@@ -65,21 +65,21 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     step.add(gemm_time(ctx, prec, "qkv", tokens, (heads + 2 * kv) * hd, h, weight_bytes, layers));
     step.add(gemm_time(ctx, prec, "o", tokens, h, heads * hd, weight_bytes, layers));
   }
-  // Attention core: causal, n new tokens after `context` cached ones attend to n·c + n(n+1)/2 positions.
-  const double attended = sequences * (new_tokens * context + new_tokens * (new_tokens + 1) / 2);
-  const double attn_flops = 4 * heads * hd * attended;
   const double kv_per_token_layer =
       kv_bytes_per_token_per_gpu(arch, par, kv_bytes_per_element) / stage_layers(arch, par.pp);
-  const double attn_bytes = sequences * (context + new_tokens) * kv_per_token_layer + 2 * tokens * heads * hd * 2;
-  {
+  for (const auto& g : groups) {
+    if (g.sequences <= 0) continue;
+    const double n = g.new_tokens;
+    const double attended = g.sequences * (n * g.context + n * (n + 1) / 2);
+    const double attn_flops = 4 * heads * hd * attended;
+    const double attn_bytes = g.sequences * (g.context + n) * kv_per_token_layer + 2 * g.sequences * n * heads * hd * 2;
     OpTime op{"attention", attn_flops * layers, attn_bytes * layers, 0, "memory"};
-    const double eta = ctx.calibration.gemm_efficiency(Precision::bf16, std::max(new_tokens, 1.0)) * kFlashEfficiency;
+    const double eta = ctx.calibration.gemm_efficiency(Precision::bf16, std::max(n, 1.0)) * kFlashEfficiency;
     const double tc =
         attn_flops / (peak_flops(ctx, ctx.gpu->peak_tflops(Precision::bf16) ? Precision::bf16 : Precision::fp16) * eta);
     const double tm = attn_bytes / (bandwidth(ctx) * ctx.calibration.memory_efficiency(attn_bytes));
     op.seconds = std::max(tc, tm) * layers;
-    op.bound = tc > tm ? "compute" : "memory";
-    if (decode) op.bound = "memory";
+    op.bound = tc > tm && n > 1 ? "compute" : "memory";
     step.add(op);
   }
   // MLP: dense layers and MoE layers.
@@ -95,13 +95,21 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
   if (moe_share > 0) {
     const auto& moe = *arch.moe;
     const double e = static_cast<double>(moe.experts), k = static_cast<double>(moe.top_k);
-    const double fe = static_cast<double>(moe.expert_ffn_hidden) / t;
-    // Expected distinct experts touched by `tokens` tokens (uniform routing), modeling.md 4.4.
-    const double touched = e * (1 - std::pow(1 - k / e, tokens));
-    const double m_eff = tokens * k / std::max(touched, 1.0);
+    const double fe = static_cast<double>(moe.expert_ffn_hidden) / t;  // TP-split expert width (shared experts)
+    // Routed experts. TP (ep = 1): every GPU holds 1/t of every expert and computes all T·k assignments at
+    // width f_e/t. EP (ep > 1): every GPU holds E/ep whole experts (expert TP 1) and computes the k
+    // assignments of its 1/t share of the tokens; the tokens travel there and back by all-to-all.
+    const double ep = static_cast<double>(par.ep);
+    const double width = ep > 1 ? static_cast<double>(moe.expert_ffn_hidden) : fe;
+    const double local_experts = ep > 1 ? e / ep : e;
+    const double assignments = ep > 1 ? tokens * k / t : tokens * k;
+    const double group_tokens = ep > 1 ? tokens * ep / t : tokens;  // distinct tokens routed to these experts
+    // Expected distinct experts touched (uniform routing), modeling.md 4.4.
+    const double touched = local_experts * (1 - std::pow(1 - k / e, group_tokens));
+    const double m_eff = assignments / std::max(touched, 1.0);
     OpTime op{"experts", 0, 0, 0, "memory"};
-    const double flops = 2 * tokens * k * (gates + 1) * h * fe;
-    const double bytes = touched * (gates + 1) * h * fe * weight_bytes + tokens * k * (2 * h + gates * fe) * 2;
+    const double flops = 2 * assignments * (gates + 1) * h * width;
+    const double bytes = touched * (gates + 1) * h * width * weight_bytes + assignments * (2 * h + gates * width) * 2;
     const double tc = flops / (peak_flops(ctx, prec) * ctx.calibration.gemm_efficiency(prec, m_eff));
     const double tm = bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(prec, bytes));
     op.flops = flops * layers * moe_share;
@@ -109,6 +117,14 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     op.seconds = std::max(tc, tm) * layers * moe_share;
     op.bound = tc > tm ? "compute" : "memory";
     step.add(op);
+    if (ep > 1) {
+      // Dispatch and combine: each GPU sends the hidden states of its k·T/t assignments (16-bit).
+      const auto coll = alltoall_model(*ctx.gpu, ctx.calibration, par.ep);
+      const double send = tokens / t * k * h * kActivationBytes;
+      OpTime a2a{"ep_alltoall", 0, 2 * send * layers * moe_share, 0, "communication"};
+      a2a.seconds = 2 * alltoall_seconds(coll, send, par.ep) * layers * moe_share;
+      step.add(a2a);
+    }
     if (moe.shared_experts > 0) {
       const double fs = static_cast<double>(moe.shared_experts) * fe;
       step.add(gemm_time(ctx, prec, "shared_experts", tokens, (gates + 1) * fs, h, weight_bytes, layers * moe_share));
@@ -199,24 +215,26 @@ OpTime memory_time(const SpeedContext& ctx, const std::string& key, double bytes
   return op;
 }
 
-StepTime forward_step(const SpeedContext& ctx, const InferenceSetup& setup, double sequences, double new_tokens,
-                      double context) {
+StepTime engine_step(const SpeedContext& ctx, const InferenceSetup& setup, const std::vector<AttentionGroup>& groups,
+                     double sampled_sequences) {
   StepTime step;
   const auto prec = gemm_precision(setup.weights);
   const double wb = setup.weights.bytes_per_weight();
+  double tokens = 0;
+  for (const auto& g : groups) tokens += g.sequences * g.new_tokens;
   // A request passes every pipeline stage in turn: latency sees all layers.
-  add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, sequences, new_tokens, context,
-                static_cast<double>(setup.arch.layers), new_tokens <= 1);
-  // LM head (kept 16-bit) for the last token of each sequence.
+  add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups,
+                static_cast<double>(setup.arch.layers));
+  // LM head (kept 16-bit) for the last token of each sampled sequence.
   if (setup.arch.kind == workloads::ModelKind::decoder) {
     step.add(gemm_time(ctx, ctx.gpu->peak_tflops(Precision::bf16) ? Precision::bf16 : Precision::fp16, "lm_head",
-                       sequences, static_cast<double>(setup.arch.vocab) / static_cast<double>(setup.par.tp),
+                       sampled_sequences, static_cast<double>(setup.arch.vocab) / static_cast<double>(setup.par.tp),
                        static_cast<double>(setup.arch.hidden), 2));
   }
   if (setup.par.pp > 1) {
     const auto coll = collective_model(*ctx.gpu, ctx.calibration, setup.par.tp * setup.par.pp);
     OpTime op{"pp_p2p", 0, 0, 0, "communication"};
-    const double bytes = sequences * new_tokens * static_cast<double>(setup.arch.hidden) * kActivationBytes;
+    const double bytes = tokens * static_cast<double>(setup.arch.hidden) * kActivationBytes;
     op.bytes = bytes * static_cast<double>(setup.par.pp - 1);
     op.seconds = (coll.alpha_us * 1e-6 + bytes / (coll.busbw_gbs * 1e9)) * static_cast<double>(setup.par.pp - 1);
     step.add(op);
@@ -224,6 +242,11 @@ StepTime forward_step(const SpeedContext& ctx, const InferenceSetup& setup, doub
   OpTime overhead{"framework_step", 0, 0, ctx.framework.step_overhead_ms * 1e-3, "overhead"};
   step.add(overhead);
   return step;
+}
+
+StepTime forward_step(const SpeedContext& ctx, const InferenceSetup& setup, double sequences, double new_tokens,
+                      double context) {
+  return engine_step(ctx, setup, {{sequences, new_tokens, context}}, sequences);
 }
 
 StaticBatch static_batch(const SpeedContext& ctx, const InferenceSetup& setup, double batch, double isl, double osl) {
@@ -249,6 +272,7 @@ ServingPoint continuous_batching(const SpeedContext& ctx, const InferenceSetup& 
   // Each step admits batch/osl requests; their prefill rides along (without a second framework overhead).
   const double prefill_share =
       (prefill_one.seconds - ctx.framework.step_overhead_ms * 1e-3) * batch / std::max(osl, 1.0);
+  p.prefill_s = prefill_share;
   p.step_s = decode.seconds + prefill_share;
   p.tpot_s = p.step_s;
   p.ttft_s = prefill_one.seconds + p.step_s;
@@ -303,17 +327,18 @@ TrainingStep training_step(const SpeedContext& ctx, const TrainingSetup& setup) 
   const double tokens = b * s;
   // One micro-batch through one stage (the last: it carries the LM head and the loss).
   StepTime fwd;
-  add_layer_ops(fwd, ctx, arch, par, prec, 2, 2, b, s, 0, layers, false);
+  add_layer_ops(fwd, ctx, arch, par, prec, 2, 2, b * s, {{b, s, 0}}, layers);
   const double v_t = static_cast<double>(arch.vocab) / static_cast<double>(par.tp);
   fwd.add(gemm_time(ctx, prec, "lm_head", tokens, v_t, static_cast<double>(arch.hidden), 2));
   fwd.add(memory_time(ctx, "loss", 3 * tokens * v_t * 4));
-  double comm = 0, gaps = 0, attention = 0;
+  double comm = 0, gaps = 0, attention = 0, ep_comm = 0;
   for (const auto& op : fwd.ops) {
     if (op.key == "tp_allreduce") comm += op.seconds;
+    if (op.key == "ep_alltoall") ep_comm += op.seconds;
     if (op.key == "kernel_gaps") gaps += op.seconds;
     if (op.key == "attention") attention += op.seconds;
   }
-  const double compute = fwd.seconds - comm - gaps;
+  const double compute = fwd.seconds - comm - ep_comm - gaps;
   r.forward = fwd;
   r.forward_s = fwd.seconds;
   // Backward: twice the forward's compute (input and weight gradients), the same TP traffic again.
@@ -325,11 +350,13 @@ TrainingStep training_step(const SpeedContext& ctx, const TrainingSetup& setup) 
       r.recompute_s = attention;
       break;
     case Recompute::full:
-      r.recompute_s = compute + comm;
+      r.recompute_s = compute + comm + ep_comm;
       break;
   }
-  r.backward_s = 2 * compute + comm + 2 * gaps + r.recompute_s;
+  // Backward: the gradients travel back by the same all-to-alls (dispatch and combine).
+  r.backward_s = 2 * compute + comm + ep_comm + 2 * gaps + r.recompute_s;
   r.tp_comm_s = 2 * comm;
+  r.ep_comm_s = 2 * ep_comm;
   const double per_micro = r.forward_s + r.backward_s;
   const double m = r.micro_batches;
   const double p = static_cast<double>(par.pp);

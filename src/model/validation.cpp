@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "gpuscout/model/serving_sim.hpp"
 #include "gpuscout/util/error.hpp"
 
 namespace gpuscout::model {
@@ -255,6 +256,80 @@ void validate_own(ValidationReport& report, const std::vector<results::ResultSet
       v.what = fmt::format("memory {} {:.0f} MiB on {}", r.params.value("op", ""), bytes / (1 << 20), spec.name);
     }
     report.rows.push_back(std::move(v));
+  }
+  report.summarize();
+}
+
+void validate_serving(ValidationReport& report, const std::vector<results::ResultSet>& sets, const specs::SpecDb& specs,
+                      const workloads::ModelCatalog& catalog, const std::vector<Calibration>& calibrations,
+                      const std::vector<FrameworkProfile>& frameworks, const std::vector<std::string>& names) {
+  const auto& framework = find_framework(frameworks, "gpuscout", "framework");
+  for (std::size_t f = 0; f < sets.size(); ++f) {
+    const auto& set = sets[f];
+    for (const auto& peak : set.records) {
+      const std::string suffix = "/server/peak";
+      if (peak.benchmark != "serve" || peak.key.size() < suffix.size() ||
+          peak.key.compare(peak.key.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      const auto* peak_rate = peak.find_metric("peak_rate");
+      const std::string base = peak.key.substr(0, peak.key.size() - suffix.size());  // serve/load/MODEL/tpN
+      const std::string engine_key = "serve/engine" + base.substr(std::string("serve/load").size());
+      const results::Record* engine = nullptr;
+      const results::Record* first_probe = nullptr;
+      for (const auto& r : set.records) {
+        if (r.key == engine_key) engine = &r;
+        if (!first_probe && r.key.rfind(base + "/server/probe_", 0) == 0) first_probe = &r;
+      }
+      if (!peak_rate || !engine || !first_probe || set.gpus.empty() || set.gpus[0].spec_name.empty()) continue;
+      const auto& gpu = specs.get(set.gpus[0].spec_name);
+      const auto& info = catalog.get(peak.params.value("model", ""));
+      SpeedContext ctx;
+      ctx.gpu = &gpu;
+      ctx.calibration = calibration_for(gpu, calibrations);
+      ctx.framework = framework;
+      InferenceSetup setup;
+      setup.arch = info.arch;
+      setup.par.tp = peak.params.value("tp", std::int64_t{1});
+      setup.weights = parse_quantization(peak.params.value("dtype", "bf16"), "dtype");
+      EngineLimits limits;
+      limits.max_running = engine->params.value("max_running", limits.max_running);
+      limits.max_step_tokens = engine->params.value("max_step_tokens", limits.max_step_tokens);
+      limits.block_size = engine->params.value("kv_block_size", limits.block_size);
+      QueueingSettings q;
+      q.isl = peak.params.value("input_tokens", 0);
+      q.osl = peak.params.value("output_tokens", 0);
+      q.ttft_bound_ms = peak.params.value("ttft_bound_ms", 0.0);
+      q.tpot_bound_ms = peak.params.value("tpot_bound_ms", 0.0);
+      q.warmup_requests = first_probe->params.value("warmup_requests", q.warmup_requests);
+      const double first_rate = first_probe->params.value("target_rate", 1.0);
+      const std::string where = fmt::format("{} TP{} on {} x {}, ISL {} / OSL {}", info.name, setup.par.tp,
+                                            setup.par.tp, gpu.name, q.isl, q.osl);
+      const std::string source = fmt::format("{} ({})", f < names.size() ? names[f] : "result file", peak.key);
+      const std::string cal = fmt::format("{}, framework gpuscout", ctx.calibration.tier);
+      const auto predicted = simulate_peak(ctx, setup, limits, q, first_rate);
+      ValidationRow v;
+      v.id = peak.key;
+      v.category = "own_serving";
+      v.what = fmt::format("Server find-peak, p99 TTFT <= {} ms, p99 TPOT <= {} ms: {}", q.ttft_bound_ms,
+                           q.tpot_bound_ms, where);
+      v.measured = peak_rate->value;
+      v.predicted = predicted.peak_rate;
+      v.unit = "requests/s";
+      v.calibration = cal;
+      v.source = source;
+      report.rows.push_back(v);
+      if (const auto* tpot = first_probe->find_metric("tpot")) {
+        const auto at = simulate_server(ctx, setup, limits, q, first_rate);
+        v.id = first_probe->key;
+        v.what = fmt::format("median TPOT at {} requests/s: {}", first_rate, where);
+        v.measured = tpot->value;
+        v.predicted = at.tpot_ms.p50;
+        v.unit = "ms";
+        v.source = fmt::format("{} ({})", f < names.size() ? names[f] : "result file", first_probe->key);
+        report.rows.push_back(v);
+      }
+    }
   }
   report.summarize();
 }

@@ -15,6 +15,8 @@ using data::TomlEntry;
 
 namespace {
 
+constexpr std::string_view kReservedLabel = "reserved 3-yr contract (billed every hour)";
+
 // Keys whose value is a fraction in [0, 1].
 bool is_fraction(std::string_view key) {
   return key == "network_capex_fraction" || key == "network_storage_power_overhead" || key == "avg_load_factor" ||
@@ -233,6 +235,16 @@ std::vector<std::string> TcoInputs::keys() const {
   return out;
 }
 
+void TcoInputs::require_purchase_price() const {
+  const Parameter* capex = find("server_capex_usd");
+  if (!capex || capex->origin == "missing") {
+    throw UsageError(
+        fmt::format("{} has no purchase price in the spec database or tco.toml; give one with --set "
+                    "server_capex_usd=USD (per server of gpus_per_server GPUs)",
+                    gpu));
+  }
+}
+
 void TcoInputs::set(std::string_view key, double value, const std::string& origin) {
   Parameter* p = nullptr;
   for (auto& candidate : params_) {
@@ -338,7 +350,7 @@ TcoResult compute_tco(const TcoInputs& in, double gpus, std::optional<double> to
   // Cost per million tokens while the GPUs work at the given throughput: useful GPU-hours x GPUs / tokens.
   auto per_mtok = [&](double usd_per_useful_gpu_hr) -> std::optional<double> {
     if (!tokens_per_s) return std::nullopt;
-    return usd_per_useful_gpu_hr * gpus / (*tokens_per_s * 3600.0) * 1e6;
+    return usd_per_mtok(usd_per_useful_gpu_hr, gpus, *tokens_per_s);
   };
   r.usd_per_mtok = per_mtok(r.usd_per_useful_gpu_hr);
   const double useful_hours = kHoursPerYear * r.years * util * gpus;
@@ -359,10 +371,61 @@ TcoResult compute_tco(const TcoInputs& in, double gpus, std::optional<double> to
   }
   if (const Parameter* p = in.find("rent_reserved_usd_per_gpu_hr")) {
     // A reserved contract bills every hour, used or not.
-    r.rent.push_back({"reserved 3-yr contract (billed every hour)", p->value, p->value / util,
-                      p->value * kHoursPerYear * r.years * gpus, per_mtok(p->value / util), p->source});
+    r.rent.push_back({std::string(kReservedLabel), p->value, p->value / util, p->value * kHoursPerYear * r.years * gpus,
+                      per_mtok(p->value / util), p->source});
   }
   return r;
+}
+
+double usd_per_mtok(double usd_per_gpu_hr, double gpus, double tokens_per_s) {
+  return usd_per_gpu_hr * gpus / (tokens_per_s * 3600.0) * 1e6;
+}
+
+std::vector<WayToPay> ways_to_pay(const TcoResult& r) {
+  std::vector<WayToPay> out;
+  out.push_back({"own", r.usd_per_gpu_hr, r.usd_per_useful_gpu_hr, "TCO model (inputs: gpuscout tco)", false});
+  for (const auto& rent : r.rent) {
+    out.push_back({"rent " + rent.label, rent.usd_per_gpu_hr, rent.usd_per_useful_gpu_hr, rent.source,
+                   rent.label == kReservedLabel});
+  }
+  return out;
+}
+
+std::vector<TokenCost> token_costs(const TcoResult& r, double input_tokens_per_s, double output_tokens_per_s,
+                                   double prefill_time_share) {
+  if (!(input_tokens_per_s > 0) || !(output_tokens_per_s > 0)) {
+    throw UsageError(fmt::format("token cost: throughputs must be above 0 (input {} tokens/s, output {} tokens/s)",
+                                 input_tokens_per_s, output_tokens_per_s));
+  }
+  if (!(prefill_time_share >= 0 && prefill_time_share <= 1)) {
+    throw UsageError(fmt::format("token cost: prefill time share {} is not in [0, 1]", prefill_time_share));
+  }
+  std::vector<TokenCost> out;
+  for (auto& pay : ways_to_pay(r)) {
+    TokenCost c;
+    c.pay = pay;
+    const double per_hr = pay.usd_per_useful_gpu_hr * prefill_time_share;
+    c.input_usd_per_mtok = usd_per_mtok(per_hr, r.gpus, input_tokens_per_s);
+    c.output_usd_per_mtok =
+        usd_per_mtok(pay.usd_per_useful_gpu_hr * (1 - prefill_time_share), r.gpus, output_tokens_per_s);
+    c.total_usd_per_mtok = usd_per_mtok(pay.usd_per_useful_gpu_hr, r.gpus, input_tokens_per_s + output_tokens_per_s);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<RunCost> run_costs(const TcoResult& r, double hours) {
+  if (!(hours > 0)) throw UsageError(fmt::format("run cost: the run must last more than 0 hours, got {}", hours));
+  std::vector<RunCost> out;
+  for (auto& pay : ways_to_pay(r)) {
+    if (pay.contract) continue;
+    RunCost c;
+    c.pay = pay;
+    c.gpu_hours = hours * r.gpus;
+    c.usd = c.gpu_hours * pay.usd_per_useful_gpu_hr;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace gpuscout::tco

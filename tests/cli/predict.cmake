@@ -47,3 +47,46 @@ gpuscout_cli_test(predict_train_bad_zero 2 --stderr-contains "--zero" --stdout-e
                   -- predict train --model llama-2-7b --gpu h100 --gpus 8 --global-batch 64 --seq 4096 --zero 5)
 gpuscout_cli_test(predict_train_int4 2 --stderr-contains "--precision" --stdout-empty
                   -- predict train --model llama-2-7b --gpu h100 --gpus 8 --global-batch 64 --seq 4096 --precision int4)
+
+# --cost: the TCO model prices the prediction (issue #5: USD per M input/output tokens, per training run).
+gpuscout_cli_test(predict_infer_cost_json 0 --stdout-json --stdout-contains "\"input_usd_per_mtok\""
+                  --stdout-contains "\"output_usd_per_mtok\"" --stdout-contains "\"usd_per_gpu_hr\""
+                  --stdout-contains "\"total_usd_per_mtok\"" --stdout-contains "on-demand" --stderr-empty
+                  -- --format json predict infer --model llama-3.1-8b --gpu h100 --gpus 1 --isl 1024 --osl 256
+                  --batch 32 --cost)
+gpuscout_cli_test(predict_infer_cost_set 0 --stdout-contains "Cost per million tokens" --stdout-contains "3 years"
+                  --stderr-empty -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 1024 --osl 256
+                  --mode offline --cost --years 3 --set utilization=1)
+gpuscout_cli_test(predict_train_cost 0 --stdout-contains "usd_per_run" --stdout-contains "gpu_hours" --stderr-empty
+                  -- --format csv predict train --model llama-2-7b --gpu h100 --gpus 8 --global-batch 64 --seq 4096
+                  --tokens 1e10 --cost)
+gpuscout_cli_test(predict_train_cost_needs_tokens 2 --stdout-empty --stderr-contains "--train-tokens"
+                  -- predict train --model llama-2-7b --gpu h100 --gpus 8 --global-batch 64 --seq 4096 --cost)
+gpuscout_cli_test(predict_set_needs_cost 2 --stdout-empty --stderr-contains "--set"
+                  -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 128 --osl 128 --set pue=1.2)
+gpuscout_cli_test(predict_cost_bad_set 2 --stdout-empty --stderr-contains "unknown TCO parameter"
+                  -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 128 --osl 128 --cost --set pue2=1)
+
+# Server mode: the queueing simulation (scheduler + load generator on the speed model).
+gpuscout_cli_test(predict_infer_server_queueing 0 --stdout-contains "ttft_p99" --stdout-contains "tpot_p50"
+                  --stdout-contains "peak_rate" --stdout-contains "ttft_p99_ms" --stderr-empty
+                  -- --format csv predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 512 --osl 128
+                  --mode server --ttft-ms 1000 --tpot-ms 50 --rate 20 --sim-duration-s 5)
+gpuscout_cli_test(predict_rate_needs_server 2 --stdout-empty --stderr-contains "--rate"
+                  -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 128 --osl 128 --rate 5)
+gpuscout_cli_test(predict_bad_rate 2 --stdout-empty --stderr-contains "--rate"
+                  -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 128 --osl 128 --mode server
+                  --ttft-ms 500 --rate -1)
+gpuscout_cli_test(predict_bad_max_running 2 --stdout-empty --stderr-contains "--max-running"
+                  -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 128 --osl 128 --mode server
+                  --ttft-ms 500 --max-running 0)
+
+# Expert parallelism: --ep for MoE models, refused for dense ones.
+gpuscout_cli_test(predict_train_ep 0 --stdout-contains "ep_comm_per_micro_batch" --stdout-contains "EP 8"
+                  --stderr-empty -- predict train --model mixtral-8x7b --gpu h100 --gpus 16 --tp 2 --ep 8
+                  --global-batch 64 --seq 4096)
+gpuscout_cli_test(predict_infer_ep 0 --stdout-contains "EP 8" --stderr-empty
+                  -- predict infer --model deepseek-v3 --gpu h200 --gpus 8 --tp 8 --ep 8 --precision fp8
+                  --isl 1024 --osl 256 --batch 8)
+gpuscout_cli_test(predict_ep_dense 2 --stdout-empty --stderr-contains "--ep"
+                  -- predict infer --model llama-3.1-8b --gpu h200 --gpus 2 --ep 2 --isl 128 --osl 128)

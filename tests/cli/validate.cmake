@@ -11,3 +11,8 @@ gpuscout_cli_test(validate_own_results 0 --stdout-contains "own_gemm" --stdout-c
                   ${PROJECT_SOURCE_DIR}/bench/results/h200-memory-transfer-20261130-0202-tiled.json)
 gpuscout_cli_test(validate_missing_results 1 --stderr-contains "nope.json" --stdout-empty
                   -- validate --results nope.json)
+# The project's own Server find-peak runs (8B on one H200, 70B TP2 on two) against the queueing simulation.
+gpuscout_cli_test(validate_own_serving 0 --stdout-contains "own_serving" --stdout-contains "find-peak"
+                  --stdout-contains "requests/s" --stderr-empty
+                  -- validate --results ${PROJECT_SOURCE_DIR}/bench/results/h200x2-serve-llama-3.1-8b-peak-20261130.json
+                  ${PROJECT_SOURCE_DIR}/bench/results/h200x2-serve-llama-3.1-70b-tp2-peak-20261130.json)

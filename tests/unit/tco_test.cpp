@@ -121,6 +121,44 @@ TEST_F(TcoTest, OverridesAreValidatedAndNamed) {
   EXPECT_THROW(compute_tco(in, 1, -5.0), UsageError);
 }
 
+// Token cost: the input and output prices add back up to the hourly cost, the split follows the
+// prefill share, and every way to pay of the TCO result gets a row.
+TEST_F(TcoTest, TokenCostSplitsTheHourlyCostByPhase) {
+  auto in = inputs("H100-SXM5-80GB");
+  const auto r = compute_tco(in, 8);
+  const double input_tps = 40000, output_tps = 10000, share = 0.25;
+  const auto costs = token_costs(r, input_tps, output_tps, share);
+  ASSERT_EQ(costs.size(), 1 + r.rent.size());
+  EXPECT_EQ(costs[0].pay.way, "own");
+  for (const auto& c : costs) {
+    const double usd_per_s = c.pay.usd_per_useful_gpu_hr * 8 / 3600;
+    EXPECT_NEAR((input_tps * c.input_usd_per_mtok + output_tps * c.output_usd_per_mtok) / 1e6, usd_per_s,
+                1e-12 * usd_per_s)
+        << c.pay.way;
+    EXPECT_NEAR(c.total_usd_per_mtok, usd_per_s / (input_tps + output_tps) * 1e6, 1e-9) << c.pay.way;
+    // A quarter of the time for four times the tokens: an input token costs 1/12 of an output token.
+    EXPECT_NEAR(c.input_usd_per_mtok / c.output_usd_per_mtok, (share / input_tps) / ((1 - share) / output_tps), 1e-9);
+  }
+  // The owner's figure equals tco's own per-M-token figure at the blended throughput.
+  const auto with_tps = compute_tco(in, 8, input_tps + output_tps);
+  EXPECT_NEAR(costs[0].total_usd_per_mtok, *with_tps.usd_per_mtok, 1e-9);
+  EXPECT_THROW(token_costs(r, 0, output_tps, share), UsageError);
+  EXPECT_THROW(token_costs(r, input_tps, output_tps, 1.5), UsageError);
+}
+
+TEST_F(TcoTest, RunCostIsGpuHoursTimesPricePerUsefulHour) {
+  auto in = inputs("H100-SXM5-80GB");
+  in.set("utilization", 0.5, "test");
+  const auto r = compute_tco(in, 16);
+  const auto runs = run_costs(r, 100);
+  ASSERT_FALSE(runs.empty());
+  EXPECT_EQ(runs[0].pay.way, "own");
+  EXPECT_DOUBLE_EQ(runs[0].gpu_hours, 1600);
+  EXPECT_NEAR(runs[0].usd, 1600 * r.usd_per_gpu_hr / 0.5, 1e-6);
+  for (const auto& c : runs) EXPECT_FALSE(c.pay.contract) << c.pay.way;  // no multi-year contract for one run
+  EXPECT_THROW(run_costs(r, 0), UsageError);
+}
+
 TEST_F(TcoTest, DataFileIsValidated) {
   EXPECT_THROW(TcoDefaults::parse({"tco.toml", "tco.toml", "[[parameter]]\nkey = \"pue\"\nvalue = 1.3\n"}), DataError);
   // Every GPU the data file names exists in the spec database.

@@ -72,9 +72,10 @@ struct Option {
   std::string mig;  // MIG profile ("" whole GPUs)
   int instances_per_gpu = 1;
   std::string precision;
-  model::Parallelism par;     // of one replica (serve) or of the whole job (train)
-  std::int64_t replicas = 1;  // serve: per tenant
-  std::int64_t gpus = 0;      // total, all tenants
+  model::Parallelism par;        // of one replica (serve) or of the whole job (train)
+  std::int64_t replicas = 1;     // serve: per tenant
+  std::int64_t micro_batch = 1;  // train: sequences per micro-batch
+  std::int64_t gpus = 0;         // total, all tenants
   // Serve.
   double batch = 0, ttft_ms = 0, tpot_ms = 0;
   double replica_tokens_per_s = 0;  // output tokens/s of one replica within the bounds

@@ -48,6 +48,7 @@ struct Calibration {
   Curve memory;                           // (array bytes, GB/s / spec bandwidth)
   std::optional<double> h2d_gbs, d2h_gbs;
   std::optional<CollectiveModel> allreduce;  // measured; else collective_model() uses the public figures
+  std::optional<CollectiveModel> alltoall;   // measured; else alltoall_model() falls back (see there)
   std::vector<std::string> notes;            // what was assumed or transferred
 
   // Compute efficiency of a GEMM with m rows (tokens) at `precision`. A precision measured only at large
@@ -97,5 +98,14 @@ Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Cali
 CollectiveModel collective_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus);
 // Time of one all-reduce of `bytes` over `gpus` ranks, in seconds (0 for one GPU).
 double allreduce_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus);
+
+// All-to-all α and busbw over `gpus` GPUs: measured when the calibration has it (tier measured), across
+// nodes the InfiniBand figure of collective_model(), else the all-reduce figures of collective_model()
+// (ASSUMPTION: on NVSwitch, NVLink or PCIe the all-to-all busbw reaches the all-reduce busbw; measured
+// on 2 x H200: 339 vs 353 GB/s).
+CollectiveModel alltoall_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus);
+// Time of one all-to-all in which every rank sends `bytes` (its whole send buffer, nccl-tests' size),
+// in seconds: α + (n-1)/n · bytes / busbw (0 for one GPU).
+double alltoall_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus);
 
 }  // namespace gpuscout::model

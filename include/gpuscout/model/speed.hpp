@@ -65,6 +65,13 @@ OpTime memory_time(const SpeedContext& ctx, const std::string& key, double bytes
 
 // ---- inference -------------------------------------------------------------------------------
 
+// Sequences of one shape in a step: each computes `new_tokens` after `context` cached positions.
+struct AttentionGroup {
+  double sequences = 0;
+  double new_tokens = 1;
+  double context = 0;
+};
+
 struct InferenceSetup {
   workloads::ModelArch arch;
   Parallelism par;       // tp, pp (dp = replicas: throughput scales, latency not)
@@ -77,6 +84,11 @@ struct InferenceSetup {
 // `logits_tokens`: rows through the LM head (prefill: one per sequence).
 StepTime forward_step(const SpeedContext& ctx, const InferenceSetup& setup, double sequences, double new_tokens,
                       double context);
+// One engine step of continuous batching over groups of sequences of different shapes (decodes at their
+// contexts, prefill chunks): the GEMMs run once over all tokens, attention per group, the LM head over
+// `sampled_sequences` rows, plus the framework's step overhead.
+StepTime engine_step(const SpeedContext& ctx, const InferenceSetup& setup, const std::vector<AttentionGroup>& groups,
+                     double sampled_sequences);
 
 struct StaticBatch {
   double batch = 0;
@@ -96,6 +108,7 @@ StaticBatch static_batch(const SpeedContext& ctx, const InferenceSetup& setup, d
 struct ServingPoint {
   double batch = 0;
   double step_s = 0;
+  double prefill_s = 0;  // the step's share of prefill (batch/OSL requests admitted per step)
   double ttft_s = 0;
   double tpot_s = 0;
   double output_tokens_per_s = 0;  // one replica (tp x pp GPUs)
@@ -122,6 +135,7 @@ struct TrainingStep {
   double backward_s = 0;     // incl. recompute
   double recompute_s = 0;
   double tp_comm_s = 0;  // exposed, one micro-batch, one stage (fwd + bwd)
+  double ep_comm_s = 0;  // expert-parallel all-to-alls, one micro-batch, one stage (fwd + bwd)
   double pp_comm_s = 0;  // per step
   double bubble_s = 0;
   double bubble_fraction = 0;

@@ -72,6 +72,8 @@ class TcoInputs {
   // A TOML file of key = number pairs (any of the keys above); DataError names the file and key.
   void apply_config(const data::DataFile& file);
   std::vector<std::string> keys() const;
+  // UsageError (naming --set) when the GPU has no purchase price in the spec DB or tco.toml.
+  void require_purchase_price() const;
 
   std::string gpu;
   std::vector<std::string> notes;  // e.g. where a rent price came from
@@ -117,5 +119,40 @@ double capital_recovery_factor(double rate, double years);
 
 // gpus: how many GPUs (totals scale with it); tokens_per_s: throughput of all of them together.
 TcoResult compute_tco(const TcoInputs& inputs, double gpus, std::optional<double> tokens_per_s = std::nullopt);
+
+// USD per million tokens: `gpus` GPUs at `usd_per_gpu_hr` each producing `tokens_per_s` together.
+double usd_per_mtok(double usd_per_gpu_hr, double gpus, double tokens_per_s);
+
+// One way to pay (own, then every rent option of a TcoResult) at its price per useful GPU-hour (owning
+// and reserved contracts pay idle hours too: / utilization; on-demand bills the hours used).
+struct WayToPay {
+  std::string way;  // "own", "rent on-demand (...)", ...
+  double usd_per_gpu_hr = 0;
+  double usd_per_useful_gpu_hr = 0;
+  std::string source;
+  bool contract = false;  // a reserved contract (years): suits a service, not a one-off run
+};
+std::vector<WayToPay> ways_to_pay(const TcoResult& r);
+
+// Serving cost per million tokens, input and output apart. The GPU time is split by phase: input
+// tokens carry the prefill's share of the busy time (`prefill_time_share`), output tokens the rest, so
+// input_tokens_per_s x input price + output_tokens_per_s x output price = the hourly cost.
+struct TokenCost {
+  WayToPay pay;
+  double input_usd_per_mtok = 0;
+  double output_usd_per_mtok = 0;
+  double total_usd_per_mtok = 0;  // blended: cost / (input + output tokens)
+};
+// Throws UsageError when a throughput is not above 0 or the share lies outside [0, 1].
+std::vector<TokenCost> token_costs(const TcoResult& r, double input_tokens_per_s, double output_tokens_per_s,
+                                   double prefill_time_share);
+
+// Cost of one job of `hours` on the TcoResult's GPUs, each way to pay except reserved contracts.
+struct RunCost {
+  WayToPay pay;
+  double gpu_hours = 0;
+  double usd = 0;
+};
+std::vector<RunCost> run_costs(const TcoResult& r, double hours);
 
 }  // namespace gpuscout::tco
