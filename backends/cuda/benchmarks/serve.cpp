@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "engine.hpp"
+#include "gpuscout/bench/serve_metrics.hpp"
 #include "gpuscout/bench/serve_options.hpp"
 #include "gpuscout/bench/summary.hpp"
 #include "gpuscout/cuda/bench_util.hpp"
@@ -222,13 +223,11 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
   const int context = run.o.isl;
   const std::string key = fmt::format("serve/decode/{}/b{}_ctx{}", run.tag, batch, context);
   if (!wanted(run.env.options, key)) return;
-  // Bytes one step must read, over all GPUs: every weight but the embedding table (a step gathers
-  // B rows of it; tied embeddings are read whole as the LM head), and the K/V of every position
-  // each sequence attends to (its context plus the new token).
-  const std::int64_t weight_read =
-      (m.weight_params() - (m.tied_embeddings ? 0 : std::int64_t{m.vocab} * m.hidden)) * kBf16Bytes;
-  const std::int64_t kv_read = std::int64_t{batch} * (context + 1) * m.kv_bytes_per_token(kBf16Bytes);
-  const double bytes_per_gpu = static_cast<double>(weight_read + kv_read) / run.o.tp;
+  // Bytes one step must read, over all GPUs (bench::decode_step_bytes says which).
+  const bench::DecodeStepBytes bytes = bench::decode_step_bytes(m, batch, context, run.o.tp, kBf16Bytes);
+  const std::int64_t weight_read = bytes.weight_bytes;
+  const std::int64_t kv_read = bytes.kv_bytes;
+  const double bytes_per_gpu = bytes.per_gpu;
   Record r = run.make(key, {{"batch", batch},
                             {"context_tokens", context},
                             {"weight_bytes_read_per_step", weight_read},
@@ -236,7 +235,7 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
                             {"bytes_read_per_step_per_gpu", bytes_per_gpu}});
   r.extra["engine"] = run.engine_summary;
   const int bs = engine.kv_block_size();
-  const int blocks_each = (context + 1 + bs - 1) / bs;
+  const int blocks_each = static_cast<int>(bench::kv_blocks_for(context + 1, bs));
   if (batch > engine.max_running()) {
     return run.skip(
         std::move(r), Outcome::skipped,
@@ -269,7 +268,7 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
   if (run.copy_gbps) {
     results::Metric pct;
     pct.name = "hbm_roofline_pct";
-    pct.value = 100.0 * bytes_per_gpu / times.median / (*run.copy_gbps * 1e9);
+    pct.value = bench::hbm_roofline_pct(bytes_per_gpu, times.median, *run.copy_gbps);
     pct.unit = "%";
     pct.statistic = "value";
     pct.note =
@@ -277,7 +276,7 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
         "(serve/copy)";
     r.metrics.push_back(pct);
     r.params["copy_bandwidth_gbps"] = *run.copy_gbps;
-    r.params["roofline_step_ms"] = 1e3 * bytes_per_gpu / (*run.copy_gbps * 1e9);
+    r.params["roofline_step_ms"] = bench::roofline_step_ms(bytes_per_gpu, *run.copy_gbps);
     roofline = fmt::format(", {:.1f}% of the HBM roofline", pct.value);
   }
   run.env.report(
@@ -296,7 +295,7 @@ void prefill_case(Run& run, ci::CudaEngine& engine, int tokens) {
                              "T(T+1)/2 per layer + LM head of the last token"}});
   r.extra["engine"] = run.engine_summary;
   const int bs = engine.kv_block_size();
-  const int blocks = (tokens + 1 + bs - 1) / bs;
+  const int blocks = static_cast<int>(bench::kv_blocks_for(tokens + 1, bs));
   if (tokens > engine.max_step_tokens()) {
     return run.skip(std::move(r), Outcome::skipped,
                     fmt::format("{} tokens exceed the engine's step of {} tokens", tokens, engine.max_step_tokens()));

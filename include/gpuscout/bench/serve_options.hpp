@@ -1,15 +1,16 @@
 #pragma once
-// What `gpuscout bench --only serve` measures, as the CLI validated it (before any GPU is touched),
-// and the one comparison of serve records with other records of the same run (prefill against the
-// measured BF16 GEMM rate). Pure C++17: included by the CUDA backend's benchmark.hpp.
+// What `gpuscout bench --only serve` measures, as the CLI validated it (before any GPU is touched).
+// The arithmetic of its figures (prefill FLOPs, decode bytes and roofline, prefill vs the run's GEMM)
+// is in serve_metrics.hpp, included here for the callers of both. Pure C++17: included by the CUDA
+// backend's benchmark.hpp.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "gpuscout/bench/serve_metrics.hpp"
 #include "gpuscout/infer/transformer_config.hpp"
-#include "gpuscout/results/result.hpp"
 #include "gpuscout/serve/loadgen.hpp"
 
 namespace gpuscout::bench {
@@ -41,18 +42,5 @@ bool names_benchmark(const std::vector<std::string>& selectors, std::string_view
 
 // "Llama-3.1-8B" -> "llama-3.1-8b" (record keys are lower case on every machine).
 std::string model_slug(std::string_view catalog_name);
-
-// Parameters of the decoder layers (what a token's matrix products multiply by: attention and MLP
-// projections and norms), without the embedding table and the LM head.
-std::int64_t layer_params(const infer::TransformerConfig& model);
-// FLOPs of one prefill of `tokens` prompt tokens on the whole model (all TP ranks together):
-// 2 x layer params x tokens, plus causal attention (QK^T and PV over the lower triangle:
-// 4 x heads x head_dim x tokens (tokens + 1) / 2 per layer), plus the LM head of the last token.
-double prefill_flops(const infer::TransformerConfig& model, std::int64_t tokens);
-
-// Adds to every passed serve/prefill record the metric "throughput_pct_of_gemm" (%): its TFLOP/s
-// over the best BF16 square GEMM (gemm/bf16/mN_nN_kN) measured in the same run, named in
-// extra["gemm_reference"]. Returns the number of records annotated (0 when no such GEMM record).
-int annotate_prefill_vs_gemm(std::vector<results::Record>& records);
 
 }  // namespace gpuscout::bench

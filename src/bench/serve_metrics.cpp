@@ -1,0 +1,81 @@
+#include "gpuscout/bench/serve_metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <utility>
+
+namespace gpuscout::bench {
+
+std::int64_t layer_params(const infer::TransformerConfig& m) {
+  const std::int64_t h = m.hidden;
+  const std::int64_t per_layer = h * m.qkv_dim() + static_cast<std::int64_t>(m.q_dim()) * h +
+                                 3 * h * static_cast<std::int64_t>(m.ffn_hidden) + 2 * h;
+  return m.layers * per_layer;
+}
+
+DecodeStepBytes decode_step_bytes(const infer::TransformerConfig& m, int batch, int context, int tp,
+                                  int bytes_per_element) {
+  DecodeStepBytes b;
+  const std::int64_t embedding = m.tied_embeddings ? 0 : std::int64_t{m.vocab} * m.hidden;
+  b.weight_bytes = (m.weight_params() - embedding) * bytes_per_element;
+  b.kv_bytes = std::int64_t{batch} * (context + 1) * m.kv_bytes_per_token(bytes_per_element);
+  b.per_gpu = static_cast<double>(b.weight_bytes + b.kv_bytes) / tp;
+  return b;
+}
+
+double roofline_step_ms(double bytes_per_gpu, double copy_gbps) {
+  return 1e3 * bytes_per_gpu / (copy_gbps * 1e9);
+}
+
+double hbm_roofline_pct(double bytes_per_gpu, double step_seconds, double copy_gbps) {
+  return 100.0 * bytes_per_gpu / step_seconds / (copy_gbps * 1e9);
+}
+
+std::int64_t kv_blocks_for(std::int64_t tokens, int block_size) {
+  return (tokens + block_size - 1) / block_size;
+}
+
+double prefill_flops(const infer::TransformerConfig& m, std::int64_t tokens) {
+  const double t = static_cast<double>(tokens);
+  const double matmuls = 2.0 * static_cast<double>(layer_params(m)) * t;
+  const double attention = static_cast<double>(m.layers) * 4.0 * m.heads * m.head_dim * t * (t + 1) / 2.0;
+  const double lm_head = 2.0 * static_cast<double>(m.vocab) * m.hidden;
+  return matmuls + attention + lm_head;
+}
+
+int annotate_prefill_vs_gemm(std::vector<results::Record>& records) {
+  const results::Record* best = nullptr;
+  double best_tflops = 0;
+  for (const results::Record& r : records) {
+    if (r.benchmark != "gemm" || r.outcome != results::Outcome::passed || r.key.rfind("gemm/bf16/m", 0) != 0) continue;
+    const auto& p = r.params;
+    const bool square = p.contains("m") && p.contains("n") && p.contains("k") && p["m"] == p["n"] && p["n"] == p["k"];
+    const results::Metric* m = r.find_metric("throughput");
+    if (!square || m == nullptr || m->unit != "TFLOP/s") continue;
+    if (m->value > best_tflops) best = &r, best_tflops = m->value;
+  }
+  if (best == nullptr) return 0;
+  const std::string gemm_key = best->key;
+  int annotated = 0;
+  for (results::Record& r : records) {
+    if (r.benchmark != "serve" || r.outcome != results::Outcome::passed || r.key.rfind("serve/prefill/", 0) != 0) {
+      continue;
+    }
+    const results::Metric* m = r.find_metric("throughput");
+    if (m == nullptr || m->unit != "TFLOP/s") continue;
+    results::Metric pct;
+    pct.name = "throughput_pct_of_gemm";
+    pct.value = 100.0 * m->value / best_tflops;
+    pct.unit = "%";
+    pct.statistic = "value";
+    pct.note = fmt::format("prefill TFLOP/s over the best BF16 square GEMM of this run ({}: {:.1f} TFLOP/s)", gemm_key,
+                           best_tflops);
+    r.metrics.push_back(std::move(pct));
+    r.extra["gemm_reference"] = {{"key", gemm_key}, {"throughput_tflops", best_tflops}};
+    ++annotated;
+  }
+  return annotated;
+}
+
+}  // namespace gpuscout::bench
