@@ -21,6 +21,7 @@
 #include "gpuscout/bench/selection.hpp"
 #include "gpuscout/bench/serve_options.hpp"
 #include "gpuscout/bench/summary.hpp"
+#include "gpuscout/bench/train_options.hpp"
 #include "gpuscout/report/table.hpp"
 #include "gpuscout/results/result_json.hpp"
 #include "gpuscout/specs/spec_db.hpp"
@@ -59,6 +60,14 @@ constexpr const char* kListFlags[][2] = {
     {"coll-inject-hang", "collectives (testing the watchdog): 1 = leave one rank out of the first collective"},
 };
 
+// Whether the flag `name` among `options` was given on the command line.
+bool flag_given(const std::vector<std::pair<std::string, CLI::Option*>>& options, const std::string& name) {
+  for (const auto& [n, o] : options) {
+    if (n == name) return o->count() > 0;
+  }
+  return false;
+}
+
 // The serve benchmark's flags as typed; serve_options() validates them.
 struct ServeFlags {
   std::string model, scenario, lengths, batches, prefills;
@@ -68,12 +77,15 @@ struct ServeFlags {
   double rate = 0, duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0;
   bool find_peak = false;
   std::vector<std::pair<std::string, CLI::Option*>> options;  // flag name -> option, to see which were given
-  bool given(const std::string& name) const {
-    for (const auto& [n, o] : options) {
-      if (n == name) return o->count() > 0;
-    }
-    return false;
-  }
+  bool given(const std::string& name) const { return flag_given(options, name); }
+};
+
+// The train-step benchmark's flags as typed (--model is the serve flag's); train_options() validates them.
+struct TrainFlags {
+  std::string micro_batches, seqs;
+  int layers = 0;
+  std::vector<std::pair<std::string, CLI::Option*>> options;
+  bool given(const std::string& name) const { return flag_given(options, name); }
 };
 
 struct BenchFlags {
@@ -84,6 +96,8 @@ struct BenchFlags {
   double coll_timeout = 60;
   ServeFlags serve;
   bench::ServeOptions serve_options;  // validated from `serve` before any GPU is touched
+  TrainFlags train;
+  bench::TrainStepOptions train_options;  // validated from `train` (and --model) before any GPU is touched
 };
 
 // "1,8,32" -> {1, 8, 32}; each item a whole number >= 1.
@@ -109,8 +123,14 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
   bench::ServeOptions o;
   const std::vector<std::string> selectors = bench::split_list(f.only);
   if (f.list || !bench::names_benchmark(selectors, "serve")) {
+    const bool train_named = bench::names_benchmark(selectors, "train-step");
     for (const auto& [name, option] : s.options) {
-      if (option->count() > 0 && !f.list) {
+      if (option->count() > 0 && !f.list && !(name == "model" && train_named)) {
+        if (name == "model") {
+          throw UsageError(
+              "--model: a flag of the serve and train-step benchmarks, which run only when --only names them (e.g. "
+              "--only serve or --only train-step)");
+        }
         throw UsageError(fmt::format(
             "--{}: a flag of the serve benchmark, which runs only when --only names it (e.g. --only serve)", name));
       }
@@ -229,6 +249,44 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
         "{} sequences reach {} tokens (prompt + output of --isl/--osl, --serve-prefill or --lengths), more than "
         "{}'s context of {} tokens",
         info.name, o.max_sequence_tokens(), info.name, info.max_context));
+  }
+  return o;
+}
+
+// Validates the train-step flags (and --model) on any machine, before any GPU lookup.
+bench::TrainStepOptions train_options(AppContext& ctx, const BenchFlags& f) {
+  const TrainFlags& t = f.train;
+  bench::TrainStepOptions o;
+  if (f.list || !bench::names_benchmark(bench::split_list(f.only), "train-step")) {
+    for (const auto& [name, option] : t.options) {
+      if (option->count() > 0 && !f.list) {
+        throw UsageError(fmt::format(
+            "--{}: a flag of the train-step benchmark, which runs only when --only names it (e.g. --only train-step)",
+            name));
+      }
+    }
+    return o;
+  }
+  const workloads::ModelInfo& info =
+      ctx.models().get(f.serve.model.empty() ? bench::kDefaultTrainModel : f.serve.model);
+  o.model = infer::TransformerConfig::from_model(info);
+  o.model_slug = bench::model_slug(info.name);
+  if (t.given("train-layers")) {
+    if (t.layers < 1 || t.layers > o.model.layers) {
+      throw UsageError(fmt::format("--train-layers {}: {} has {} decoder layers (give 1 to {})", t.layers, info.name,
+                                   o.model.layers, o.model.layers));
+    }
+    o.layers = t.layers;
+  } else {
+    o.layers = std::min(bench::kDefaultTrainLayers, o.model.layers);
+  }
+  if (t.given("micro-batch")) o.micro_batches = positive_int_list(t.micro_batches, "micro-batch", "1,4");
+  if (t.given("seq")) o.seqs = positive_int_list(t.seqs, "seq", "2048,4096");
+  for (int seq : o.seqs) {
+    if (seq > info.max_context) {
+      throw UsageError(
+          fmt::format("--seq {}: longer than {}'s context of {} tokens", seq, info.name, info.max_context));
+    }
   }
   return o;
 }
@@ -370,6 +428,7 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   if (!selectors.empty()) options.lists["only"] = selectors;
   options.coll_timeout_s = f.coll_timeout;
   options.serve = f.serve_options;
+  options.train = f.train_options;
   for (std::size_t i : chosen) {
     const int needed = benchmarks[i]->gpus_per_run(options);
     if (benchmarks[i]->min_gpus() <= 1 && needed > static_cast<int>(span_gpus.size())) {
@@ -583,8 +642,9 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   auto serve_flag = [&](const char* name, auto& target, const std::string& help) {
     sf.options.emplace_back(name, cmd->add_option(std::string("--") + name, target, help)->group("Serve"));
   };
-  serve_flag("model", sf.model,
-             fmt::format("serve: catalog model (default {}; `gpuscout models list`)", bench::kDefaultServeModel));
+  serve_flag(
+      "model", sf.model,
+      fmt::format("serve, train-step: catalog model (default {}; `gpuscout models list`)", bench::kDefaultServeModel));
   serve_flag("tp", sf.tp, "serve: tensor-parallel GPUs (default: the number of --gpus, else 1)");
   serve_flag("serve-batch", sf.batches, "serve: decode batch sizes of the roofline cases (default 1,8,32)");
   serve_flag("serve-prefill", sf.prefills, "serve: prompt lengths of the prefill cases (default 8192)");
@@ -606,8 +666,19 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
       "find-peak", cmd->add_flag("--find-peak", sf.find_peak,
                                  "serve: bisect the highest Server rate that stays VALID under --ttft-ms/--tpot-ms")
                        ->group("Serve"));
+  // The train-step benchmark (opt-in: --only train-step; --model as above). docs/train-step.md.
+  TrainFlags& tf = flags->train;
+  auto train_flag = [&](const char* name, auto& target, const std::string& help) {
+    tf.options.emplace_back(name, cmd->add_option(std::string("--") + name, target, help)->group("Train step"));
+  };
+  train_flag(
+      "train-layers", tf.layers,
+      fmt::format("train-step: decoder layers run forward and backward (default {})", bench::kDefaultTrainLayers));
+  train_flag("micro-batch", tf.micro_batches, "train-step: sequences per step, a comma list of cases (default 1)");
+  train_flag("seq", tf.seqs, "train-step: tokens per sequence, a comma list of cases (default 4096)");
   cmd->callback([&ctx, flags] {
     flags->serve_options = serve_options(ctx, *flags);
+    flags->train_options = train_options(ctx, *flags);
     run_bench(ctx, *flags);
   });
 }

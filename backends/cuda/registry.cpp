@@ -16,7 +16,8 @@ std::vector<std::unique_ptr<Benchmark>> make_benchmarks() {
 #if defined(GPUSCOUT_HAVE_NCCL)
   all.push_back(make_collectives_benchmark());
 #endif
-  all.push_back(make_serve_benchmark());  // opt-in: runs only when --only names it
+  all.push_back(make_serve_benchmark());       // opt-in: runs only when --only names it
+  all.push_back(make_train_step_benchmark());  // opt-in: runs only when --only names it
   std::erase(all, nullptr);
   return all;
 }

@@ -15,7 +15,9 @@ namespace {
 using infer::WeightKind;
 using Vec = std::vector<double>;
 
-void check_shape(const TrainShape& s) {
+}  // namespace
+
+void check_train_shape(const TrainShape& s) {
   const auto& m = s.model;
   auto positive = [](std::int64_t value, const char* field) {
     if (value < 1) throw std::invalid_argument(fmt::format("train step: {} must be at least 1 (got {})", field, value));
@@ -34,6 +36,8 @@ void check_shape(const TrainShape& s) {
         m.kv_heads, m.head_dim, m.name));
   }
 }
+
+namespace {
 
 // rows x in_features elements of one deterministic tensor, BF16-rounded.
 Vec make_tensor(std::uint64_t seed, WeightKind kind, std::uint32_t layer, std::int64_t rows, int in_features) {
@@ -297,7 +301,7 @@ Vec layer_backward(const TrainShape& s, const Dims& dm, const LayerTensors& w, c
 }
 
 void check_inputs(const TrainShape& s, const TrainInputs& in) {
-  check_shape(s);
+  check_train_shape(s);
   const std::size_t elements = static_cast<std::size_t>(s.tokens()) * s.model.hidden;
   if (static_cast<int>(in.layers.size()) != s.layers || in.input.size() != elements ||
       in.loss_projection.size() != elements) {
@@ -356,7 +360,7 @@ const std::vector<double>& tensor_of(const LayerTensors& layer, LayerTensor tens
 }
 
 TrainInputs make_train_inputs(const TrainShape& s) {
-  check_shape(s);
+  check_train_shape(s);
   const auto& m = s.model;
   TrainInputs in;
   for (int l = 0; l < s.layers; ++l) {

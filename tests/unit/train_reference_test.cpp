@@ -161,8 +161,8 @@ TEST(TrainCost, MemoryMatchesHandCount) {
   const TrainStepMemory m = train_step_memory(s);
   EXPECT_EQ(m.probabilities, std::int64_t{16} << 30);
   const std::int64_t t = 16384;
-  // x, n1, x2, n2 (4 x 4096) + QKV 6144 + attention 4096 + gate/up and act 3 x 14336 = 69632 wide.
-  EXPECT_EQ(m.activations - m.probabilities, (4 * t * 69632 + t * 4096) * 2);
+  // output, n1, x2, n2 (4 x 4096) + QKV 6144 + attention 4096 + gate/up and act 3 x 14336 = 69632 wide.
+  EXPECT_EQ(m.activations - m.probabilities, 4 * t * 69632 * 2);
   EXPECT_EQ(m.weights, 4 * (218103808 + 8192) * 2);
   EXPECT_EQ(m.io, 2 * t * 4096 * 2);
   EXPECT_GT(m.total(), std::int64_t{28} << 30);  // about 31 GiB: fits an 80 GB GPU

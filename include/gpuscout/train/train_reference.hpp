@@ -61,6 +61,10 @@ struct TrainGradients {
   std::vector<double> input;  // dL/d(input)
 };
 
+// Throws std::invalid_argument for a shape that cannot run (non-positive sizes, odd head_dim,
+// heads not a multiple of kv_heads).
+void check_train_shape(const TrainShape& shape);
+
 // The deterministic inputs of `shape`, BF16-rounded as the GPU stores them. Throws
 // std::invalid_argument for a shape that cannot run (non-positive sizes, odd head_dim, heads not a
 // multiple of kv_heads).

@@ -12,6 +12,7 @@
 
 #include "gpuscout/bench/serve_options.hpp"
 #include "gpuscout/bench/stats.hpp"
+#include "gpuscout/bench/train_options.hpp"
 #include "gpuscout/bench/world.hpp"
 #include "gpuscout/results/result.hpp"
 
@@ -44,6 +45,8 @@ struct BenchOptions {
   double coll_timeout_s = 60;
   // The serve benchmark: model, tensor parallelism, its cases and the load scenario (validated by the CLI).
   bench::ServeOptions serve;
+  // The train-step benchmark: model, layers, micro-batches and sequence lengths (validated by the CLI).
+  bench::TrainStepOptions train;
 };
 
 class TelemetrySampler;  // telemetry.hpp: NVML sampling on a background thread

@@ -13,5 +13,7 @@ std::unique_ptr<Benchmark> make_gemm_benchmark();      // benchmarks/gemm.cu: cu
 std::unique_ptr<Benchmark> make_p2p_benchmark();       // benchmarks/p2p.cu: GPU <-> GPU bandwidth and latency
 std::unique_ptr<Benchmark> make_collectives_benchmark();  // benchmarks/collectives.cu: NCCL (when NCCL is found)
 std::unique_ptr<Benchmark> make_serve_benchmark();  // benchmarks/serve.cpp: LLM serving on the CUDA engine (opt-in)
+// benchmarks/train_step.cpp: forward + backward of decoder layers (opt-in)
+std::unique_ptr<Benchmark> make_train_step_benchmark();
 
 }  // namespace gpuscout::cuda

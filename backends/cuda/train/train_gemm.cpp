@@ -1,0 +1,121 @@
+// cuBLASLt products of the train step; see train_gemm.hpp for the layout mapping.
+#include "train_gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "gpuscout/cuda/check.hpp"
+
+namespace gpuscout::cuda::train {
+
+namespace {
+
+// The largest power of two (at most 256) dividing every matrix start of a strided batch, in bytes:
+// cuBLASLt picks kernels by the alignment it is promised.
+std::uint32_t alignment(const void* p, std::int64_t stride_elements, int element_bytes, int batch) {
+  std::uint64_t bits = reinterpret_cast<std::uintptr_t>(p) | 256u;
+  if (batch > 1) bits |= static_cast<std::uint64_t>(stride_elements * element_bytes);
+  return static_cast<std::uint32_t>(bits & (~bits + 1));
+}
+
+cublasLtMatrixLayout_t layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld, int batch,
+                              std::int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld));
+  if (batch > 1) {
+    GPUSCOUT_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+    GPUSCOUT_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  }
+  return l;
+}
+
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (first) (void)cublasLtMatrixLayoutDestroy(first);
+    if (second) (void)cublasLtMatrixLayoutDestroy(second);
+    if (out) (void)cublasLtMatrixLayoutDestroy(out);
+    if (desc) (void)cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Gemm::Gemm(void* workspace, std::size_t workspace_bytes) : workspace_(workspace), workspace_bytes_(workspace_bytes) {
+  GPUSCOUT_CUBLAS_CHECK(cublasLtCreate(&lt_));
+}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (lt_) (void)cublasLtDestroy(lt_);
+}
+
+Gemm::Plan& Gemm::plan(const GemmArgs& g) {
+  const int c_bytes = g.c_fp32 ? 4 : 2;
+  const void* c_in = g.c_in != nullptr ? g.c_in : g.c;
+  const std::uint32_t align_a = alignment(g.a, g.stride_a, 2, g.batch);
+  const std::uint32_t align_b = alignment(g.b, g.stride_b, 2, g.batch);
+  const std::uint32_t align_c =
+      std::min(alignment(g.c, g.stride_c, c_bytes, g.batch), alignment(c_in, g.stride_c, c_bytes, g.batch));
+  const Key key{g.m,         g.n,     g.k,        g.trans_a,  g.trans_b,  g.lda,   g.ldb,   g.ldc,   g.c_fp32,
+                g.beta != 0, g.batch, g.stride_a, g.stride_b, g.stride_c, align_a, align_b, align_c, 0};
+  if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
+
+  auto p = std::make_unique<Plan>();
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // cuBLASLt's first operand is B (transposed as B is here), its second A.
+  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  GPUSCOUT_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  GPUSCOUT_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  // Column-major shapes as stored: B row-major [K, N] is [N rows, K cols]; [N, K] (trans_b) is [K, N].
+  p->first = g.trans_b ? layout(CUDA_R_16BF, g.k, g.n, g.ldb, g.batch, g.stride_b)
+                       : layout(CUDA_R_16BF, g.n, g.k, g.ldb, g.batch, g.stride_b);
+  p->second = g.trans_a ? layout(CUDA_R_16BF, g.m, g.k, g.lda, g.batch, g.stride_a)
+                        : layout(CUDA_R_16BF, g.k, g.m, g.lda, g.batch, g.stride_a);
+  p->out = layout(g.c_fp32 ? CUDA_R_32F : CUDA_R_16BF, g.n, g.m, g.ldc, g.batch, g.stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &workspace_bytes_, sizeof workspace_bytes_));
+  GPUSCOUT_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b));
+  GPUSCOUT_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a));
+  GPUSCOUT_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+  GPUSCOUT_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt_, p->desc, p->first, p->second, p->out, p->out, pref, 1, &result, &returned);
+  (void)cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_SUCCESS || returned == 0) {
+    throw std::runtime_error(fmt::format(
+        "cuBLASLt has no BF16 algorithm for the train-step GEMM m={} n={} k={} (trans {}{}, batch {}, {} output)", g.m,
+        g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.batch, g.c_fp32 ? "FP32" : "BF16"));
+  }
+  p->algo = result.algo;
+  auto& ref = *p;
+  plans_.emplace(key, std::move(p));
+  return ref;
+}
+
+void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) return;
+  const Plan& p = plan(g);
+  const void* c_in = g.c_in != nullptr ? g.c_in : g.c;
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &g.alpha, g.b, p.first, g.a, p.second, &g.beta, c_in, p.out, g.c,
+                                       p.out, &p.algo, workspace_, workspace_bytes_, stream));
+}
+
+}  // namespace gpuscout::cuda::train

@@ -1,0 +1,62 @@
+#pragma once
+// The train step's matrix products through cuBLASLt: any row-major C[M, N] = alpha op(A) op(B) +
+// beta C_in with BF16 A and B, FP32 accumulation, BF16 or FP32 C, strided-batched. The serving
+// engine's GemmRunner (infer/engine_gemm.hpp) covers only y = x W^T; training also needs the input
+// gradient (dY W), the weight gradient (dY^T X) and the attention products on strided head slices.
+//
+// Row-major C[M, N] is column-major C^T[N, M]: cuBLASLt computes C^T = op(B)^T op(A)^T, so B is its
+// first operand and A its second, each with the transpose flag it has here.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+namespace gpuscout::cuda::train {
+
+using bf16 = __nv_bfloat16;
+
+struct GemmArgs {
+  int m = 0, n = 0, k = 0;
+  // A is [M, K] row-major with row stride lda, or [K, M] when trans_a; B is [K, N], or [N, K] when trans_b.
+  bool trans_a = false, trans_b = false;
+  const bf16* a = nullptr;
+  std::int64_t lda = 0;
+  const bf16* b = nullptr;
+  std::int64_t ldb = 0;
+  void* c = nullptr;  // [M, N] row-major, row stride ldc, BF16 or FP32 (c_fp32)
+  std::int64_t ldc = 0;
+  bool c_fp32 = false;
+  const void* c_in = nullptr;  // beta's operand, laid out as c; null: c itself
+  float alpha = 1.0f, beta = 0.0f;
+  int batch = 1;  // strided batch: matrix i starts stride_* elements after matrix i - 1
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+class Gemm {
+ public:
+  Gemm(void* workspace, std::size_t workspace_bytes);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Enqueues on `stream`. The algorithm is cuBLASLt's first heuristic choice for the shape, layout
+  // and pointer alignment, found once and cached.
+  void run(const GemmArgs& args, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  using Key = std::array<std::int64_t, 18>;
+  Plan& plan(const GemmArgs& args);
+
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_;
+  std::size_t workspace_bytes_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace gpuscout::cuda::train
