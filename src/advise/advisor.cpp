@@ -593,7 +593,8 @@ Advice advise(const Workload& w, const AdvisorInputs& in) {
         "(ASSUMPTION after the A100/H100 MIG profiles); slices run one replica each, no tensor parallelism.");
   } else {
     advice.assumptions.push_back(
-        "Training: GPU counts 1, 2, 4 and multiples of the server size; micro-batch 1, 2, 4 or 8 (the fastest that "
+        "Training: GPU counts that are powers of two or multiples of the server size; micro-batch 1, 2, 4 or 8 (the "
+        "fastest that "
         "fits); experts split by TP or by expert parallelism for MoE models; the workload's recompute and ZeRO stage, "
         "1F1B pipeline; USD per run = GPU-hours x "
         "price; owned GPUs are charged per useful hour (owner cost / utilization: the rest of the time they serve "

@@ -8,32 +8,17 @@
 #include "gpuscout/specs/spec_db.hpp"
 #include "gpuscout/util/error.hpp"
 #include "gpuscout/workloads/model_catalog.hpp"
+#include "model_test_data.hpp"
 
 namespace gpuscout::model {
 namespace {
 
 using specs::Precision;
 
-const specs::SpecDb& db() {
-  static const auto d = specs::SpecDb::load(data::DataSource::embedded());
-  return d;
-}
-const workloads::ModelCatalog& catalog() {
-  static const auto c = workloads::ModelCatalog::load(data::DataSource::embedded());
-  return c;
-}
-const std::vector<FrameworkProfile>& frameworks() {
-  static const auto f = load_frameworks(data::DataSource::embedded());
-  return f;
-}
-
-SpeedContext context(const std::string& gpu, const std::string& framework = "tensorrt-llm") {
-  SpeedContext ctx;
-  ctx.gpu = &db().get(gpu);
-  ctx.calibration = calibration_for(*ctx.gpu, load_calibrations(data::DataSource::embedded()));
-  ctx.framework = find_framework(frameworks(), framework, "--framework");
-  return ctx;
-}
+using test::catalog;
+using test::context;
+using test::db;
+using test::frameworks;
 
 TEST(Frameworks, ProfilesLoadWithSources) {
   ASSERT_EQ(frameworks().size(), 6u);
