@@ -80,3 +80,7 @@ add_test(NAME cli.main_job_advise_report
                  bash ${PROJECT_SOURCE_DIR}/scripts/main-job.sh ${CMAKE_CURRENT_BINARY_DIR}/main-job-test)
 set_tests_properties(cli.main_job_advise_report PROPERTIES LABELS cli
                      PASS_REGULAR_EXPRESSION "Ranked options: chat-70b-slo.*Where the figures come from.*gpuscout report: wrote")
+# MoE training: the advisor tries expert parallelism and micro-batches above 1, and says which it chose.
+gpuscout_cli_test(advise_moe_train_ep 0 --stdout-contains " EP" --stdout-contains "micro-batch" --stderr-empty
+                  -- --no-history advise --task train --model mixtral-8x7b --train-tokens 1e10 --global-batch 256
+                  --seq 4096 --gpus h200 --top 1)
