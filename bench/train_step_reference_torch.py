@@ -129,7 +129,7 @@ def run_case(args, s, batch, seq):
                tokens=batch * seq, flops_per_step=flops, step_ms=median, step_ms_min=min(step),
                step_ms_max=max(step), forward_ms=statistics.median(fwd), backward_ms=statistics.median(bwd),
                samples=len(step), tokens_per_s=batch * seq / (median / 1e3), model_tflops=flops / (median / 1e3) / 1e12,
-               max_memory_allocated_bytes=torch.cuda.max_memory_allocated(), loss=float(loss))
+               max_memory_allocated_bytes=torch.cuda.max_memory_allocated(), loss=float(loss.detach()))
     print(json.dumps(out), flush=True)
     del model, x, p, loss
 
