@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "gpuscout/model/serving_sim.hpp"
 #include "gpuscout/util/error.hpp"
 
 namespace gpuscout::advise {
@@ -451,6 +452,52 @@ void collect(Advice& advice, std::map<std::tuple<std::string, std::string, std::
   });
 }
 
+// The cheapest option of each tier with a latency bound, under Poisson arrivals: the queueing simulation
+// (model/serving_sim.hpp) finds the peak rate one replica sustains within the p99 bounds, and the reason
+// says whether the demand per replica stays below it. The ranking keeps the steady-state sizing (the
+// simulation per layout would cost seconds per GPU type); this line tells when bursts need more.
+void check_queueing(Advice& advice, const Workload& w, const AdvisorInputs& in,
+                    const model::FrameworkProfile& framework) {
+  for (auto& o : advice.options) {
+    if (o.rank != 1) continue;
+    const auto d = std::find_if(w.tiers.begin(), w.tiers.end(), [&](const ServeDemand& t) { return t.name == o.tier; });
+    if (d == w.tiers.end() || (d->ttft_ms <= 0 && d->tpot_ms <= 0) || o.replica_tokens_per_s <= 0) continue;
+    MigProfile profile;
+    for (const auto& p : mig_profiles(*o.gpu)) {
+      if (p.name == o.mig) profile = p;
+    }
+    const specs::GpuSpec slice = slice_spec(*o.gpu, profile);
+    const model::SpeedContext sc{&slice, model::calibration_for(*o.gpu, in.calibrations), framework};
+    model::InferenceSetup setup;
+    setup.arch = in.arch;
+    setup.par = o.par;
+    setup.weights = model::parse_quantization(o.precision, "precisions");
+    setup.kv_bytes_per_element = d->kv_precision == "fp8" ? 1 : 2;
+    model::QueueingSettings q;
+    q.isl = static_cast<int>(d->isl);
+    q.osl = static_cast<int>(d->osl);
+    q.ttft_bound_ms = d->ttft_ms;
+    q.tpot_bound_ms = d->tpot_ms;
+    const double osl = static_cast<double>(d->osl);
+    const auto peak = model::simulate_peak(sc, setup, model::EngineLimits{}, q, o.replica_tokens_per_s / osl);
+    const double per_replica = d->output_tokens_per_s() / osl / static_cast<double>(o.replicas);
+    std::string verdict;
+    if (!peak.found) {
+      verdict = "no Poisson rate meets the p99 bounds: the steady-state sizing is optimistic";
+    } else if (per_replica <= peak.peak_rate) {
+      verdict = "the sizing holds under bursts";
+    } else {
+      verdict = fmt::format("bursts need {} replica(s) per tenant, not {}",
+                            static_cast<std::int64_t>(std::ceil(d->output_tokens_per_s() / osl / peak.peak_rate)),
+                            o.replicas);
+    }
+    o.reasons.push_back(fmt::format(
+        "queueing check (Poisson arrivals, scheduler simulation, {} probes): one replica keeps p99 TTFT/TPOT within "
+        "the bounds up to {:.2f} requests/s; the demand puts {:.2f} requests/s on each of {} replica(s): {}",
+        peak.probes.size(), peak.peak_rate, per_replica, o.replicas, verdict));
+  }
+}
+
 }  // namespace
 
 std::vector<MigProfile> mig_profiles(const specs::GpuSpec& gpu) {
@@ -578,6 +625,7 @@ Advice advise(const Workload& w, const AdvisorInputs& in) {
     }
   }
   collect(advice, groups);
+  if (w.task == Task::serve) check_queueing(advice, w, in, framework);
   advice.assumptions = {
       "Memory: the model of `gpuscout plan` (framework memory fraction, CUDA context, NCCL buffers, activations).",
       "Speed: the per-operator model of `gpuscout predict`, calibrated per GPU (tier and error band per option).",

@@ -1,6 +1,6 @@
 // Expert parallelism in the speed model (whole experts per GPU, all-to-all dispatch and combine from the
-// measured all-to-all busbw), and the advisor's training search (EP for MoE models, micro-batches 1-8,
-// GPU counts that are multiples of the server size).
+// measured all-to-all busbw), the advisor's training search (EP for MoE models, micro-batches 1-8,
+// GPU counts that are multiples of the server size) and its queueing check of the top serving option.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -130,6 +130,7 @@ AdvisorInputs inputs(const std::string& model, const std::string& gpu) {
   in.gpus = {&d.specs.get(gpu)};
   in.frameworks = d.frameworks;
   in.tco = &d.tco;
+  in.calibrations = model::load_calibrations(data::DataSource::embedded());
   return in;
 }
 
@@ -170,6 +171,43 @@ TEST(AdvisorSearch, CountsAreMultiplesOfTheServerAndMicroBatchesWiden) {
   ASSERT_EQ(b.options.size(), 1u);
   EXPECT_GT(b.options[0].micro_batch, 1);
   EXPECT_EQ(256 % (b.options[0].par.dp * b.options[0].micro_batch), 0);
+}
+
+// The top serving option is checked under Poisson arrivals. A tight TTFT bound leaves the steady-state
+// sizing optimistic near its capacity (queueing delays the first token), which the check says.
+TEST(AdvisorSearch, TopServingOptionGetsAQueueingCheck) {
+  auto demand = [](double rate) {
+    Workload w;
+    w.name = "test-serve";
+    w.task = Task::serve;
+    w.model = "llama-3.1-8b";
+    w.precisions = {"bf16"};
+    ServeDemand d;
+    d.name = "serve";
+    d.isl = 512;
+    d.osl = 128;
+    d.requests_per_s = rate;
+    d.ttft_ms = 100;
+    d.tpot_ms = 50;
+    w.tiers.push_back(d);
+    w.constraints.max_gpus = 8;
+    w.constraints.mig = false;
+    return w;
+  };
+  auto check = [](const Advice& a) {
+    EXPECT_EQ(a.options.size(), 1u);
+    for (const auto& r : a.options.at(0).reasons) {
+      if (r.starts_with("queueing check")) return r;
+    }
+    return std::string();
+  };
+  const Advice light = advise(demand(10), inputs("llama-3.1-8b", "H200-SXM-141GB"));
+  EXPECT_NE(check(light).find("the sizing holds under bursts"), std::string::npos) << check(light);
+  // 55 requests/s: one replica at the steady state (about 58 requests/s within the bounds), but p99 TTFT
+  // under Poisson arrivals holds only to about 51.
+  const Advice heavy = advise(demand(55), inputs("llama-3.1-8b", "H200-SXM-141GB"));
+  ASSERT_EQ(heavy.options.at(0).replicas, 1);
+  EXPECT_NE(check(heavy).find("bursts need 2 replica(s) per tenant, not 1"), std::string::npos) << check(heavy);
 }
 
 }  // namespace
