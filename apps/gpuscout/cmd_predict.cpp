@@ -280,7 +280,7 @@ std::vector<Table> queueing_tables(const model::SpeedContext& sc, const model::I
   Table probes;
   probes.key = "peak_probes";
   probes.title = "Find-peak probes (one replica)";
-  probes.add_column("rate", "Rate", "requests/s", 3, Align::right);
+  probes.add_column("requests_per_s", "Rate", "requests/s", 3, Align::right);
   probes.add_column("ttft_p99_ms", "p99 TTFT", "ms", 1, Align::right);
   probes.add_column("tpot_p99_ms", "p99 TPOT", "ms", 2, Align::right);
   probes.add_column("output_tokens_per_s", "Output", "tokens/s", 0, Align::right);
