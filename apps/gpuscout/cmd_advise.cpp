@@ -229,6 +229,7 @@ std::string layout(const advise::Option& o) {
   if (o.par.pp > 1) out += fmt::format(" PP{}", o.par.pp);
   if (o.par.dp > 1) out += fmt::format(" DP{}", o.par.dp);
   if (o.par.ep > 1) out += fmt::format(" EP{}", o.par.ep);
+  if (o.micro_batch > 1) out += fmt::format(" mb{}", o.micro_batch);
   if (o.replicas > 1) out += fmt::format(" x{} replicas", o.replicas);
   return out;
 }
