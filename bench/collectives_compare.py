@@ -15,28 +15,16 @@ Exit status: 0 printed; 1 a file is missing or not of the expected shape; 2 usag
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from collectives_reference_torch import format_bytes, parse_bytes  # noqa: E402 (imports no torch)
 
 OP_NAMES = {  # gpuscout keys use nccl-tests' names, as the torch file's "op"
     "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
     "alltoall": "alltoall", "broadcast": "broadcast", "sendrecv": "sendrecv",
 }
-
-
-def parse_bytes(text):
-    t = text.strip().upper().replace("IB", "").replace("B", "")
-    mult = 1
-    if t and t[-1] in "KMGT":
-        mult = 1024 ** ("KMGT".index(t[-1]) + 1)
-        t = t[:-1]
-    return int(float(t) * mult)
-
-
-def format_bytes(n):
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div} {unit}"
-    return f"{n} B"
 
 
 def load(path, what):
@@ -80,8 +68,8 @@ def main(argv):
     args = ap.parse_args(argv)
     try:
         sizes = sorted({parse_bytes(s) for s in args.sizes.split(",") if s.strip()})
-    except ValueError:
-        ap.error(f"--sizes: not a list of sizes: {args.sizes!r}")
+    except argparse.ArgumentTypeError as e:
+        ap.error(f"--sizes: {e}")
     ours = gpuscout_index(load(args.gpuscout, "gpuscout file"), args.gpuscout, args.dtype)
     ref = load(args.torch, "torch file")
     if not isinstance(ref, dict) or not isinstance(ref.get("results"), list):
