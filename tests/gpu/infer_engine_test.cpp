@@ -3,7 +3,7 @@
 //   infer_engine_test                 tiny model, TP1 (and TP2 when 2 GPUs are visible): the same
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
-//   infer_engine_test --bench MODEL [--tp N]
+//   infer_engine_test --bench MODEL [--tp N] [--no-pdl]
 //                                     start-up time, decode step time at batch 1/8/32 against the
 //                                     HBM roofline (copy bandwidth measured here), prefill of 8192
 //                                     tokens in TFLOP/s against a cuBLASLt 8192^3 BF16 GEMM
@@ -169,6 +169,7 @@ int fault_checks(const gi::TransformerConfig& tiny) {
   constexpr double kTimeout = 3;
   for (bool throws : {true, false}) {
     const char* kind = throws ? "rank fails" : "rank hangs";
+    std::fprintf(stderr, "fault check: %s at step 3 of TP2 (collective timeout %g s)\n", kind, kTimeout);
     ci::EngineOptions eo;
     eo.gpus = {0, 1};
     eo.max_kv_blocks = 64;
@@ -194,9 +195,10 @@ int fault_checks(const gi::TransformerConfig& tiny) {
     int step = 0;
     const auto t0 = Clock::now();
     double fault_s = 0;
+    gi::StepPlan plan;
     try {
       while (!scheduler.idle()) {
-        const gi::StepPlan plan = scheduler.plan();
+        plan = scheduler.plan();
         ++step;
         const auto tokens = engine->execute(plan);
         scheduler.complete(plan, tokens);
@@ -214,7 +216,7 @@ int fault_checks(const gi::TransformerConfig& tiny) {
       fmt::print("ok   {}: step {} ended after {:.2f} s: {}\n", kind, step, fault_s, message);
     }
     try {
-      (void)engine->execute(scheduler.plan());
+      (void)engine->execute(plan);  // the failed step again
       fmt::print("FAIL {}: a step after the fault was accepted\n", kind);
       ++failures;
     } catch (const ci::EngineFault&) {
@@ -329,7 +331,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int bench(const std::string& model, int tp) {
+int bench(const std::string& model, int tp, bool pdl) {
   const auto catalog = gpuscout::workloads::ModelCatalog::load(gpuscout::data::DataSource::embedded());
   const gi::TransformerConfig cfg = gi::TransformerConfig::from_model(catalog.get(model));
   cudaDeviceProp prop{};
@@ -344,15 +346,17 @@ int bench(const std::string& model, int tp) {
   for (int i = 0; i < tp; ++i) eo.gpus.push_back(i);
   eo.max_step_tokens = 8192;
   eo.max_running = 64;
+  eo.programmatic_launch = pdl;
   const auto t0 = Clock::now();
   auto engine = ci::CudaEngine::create(cfg, eo);
   const double startup = seconds_since(t0);
   const auto& info = engine->info();
   fmt::print(
       "{} TP{}: start-up {:.2f} s | weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
-      "workspace {:.2f} GB | graphs {}\n",
+      "workspace {:.2f} GB | graphs {} | programmatic launch {}\n",
       cfg.name, tp, startup, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9, info.kv_blocks,
-      info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size());
+      info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
+      info.programmatic_launch ? "on" : "off");
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
 
   const double kv_per_token = static_cast<double>(cfg.kv_bytes_per_token(2)) / tp;
@@ -446,12 +450,14 @@ int main(int argc, char** argv) {
   try {
     std::string model;
     int tp = 1;
+    bool pdl = true;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--bench" && i + 1 < argc) model = argv[++i];
       if (a == "--tp" && i + 1 < argc) tp = std::stoi(argv[++i]);
+      if (a == "--no-pdl") pdl = false;
     }
-    if (!model.empty()) return bench(model, tp);
+    if (!model.empty()) return bench(model, tp, pdl);
 
     const gi::TransformerConfig tiny = gi::TransformerConfig::tiny();
     // Chunked prefill (prompts longer than the 64-token budget), mixed steps, decode buckets 1..8

@@ -809,6 +809,11 @@ int main(int argc, char** argv) {
     return 77;
   }
   try {
+    // The engine launches these kernels with programmatic dependent launch where the GPU has it.
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    set_programmatic_launch(prop.major >= 9);
+    std::printf("programmatic dependent launch: %s\n", programmatic_launch() ? "on" : "off");
     test_init_weights();
     test_gather();
     test_rmsnorm();

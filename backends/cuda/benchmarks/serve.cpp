@@ -481,6 +481,9 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
     (void)cudaGetLastError();
     run.skip(std::move(engine_record), e.out_of_memory() ? Outcome::skipped : Outcome::failed, e.what());
     return std::move(run.records);
+  } catch (const ci::EngineFault& e) {  // a TP start-up step failed or hung (communicators aborted)
+    run.skip(std::move(engine_record), Outcome::failed, e.what());
+    return std::move(run.records);
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {  // the model does not fit: the engine's message names what would
@@ -494,7 +497,8 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
                         {"kv_cache_bytes_per_gpu", info.kv_cache_bytes_per_gpu},
                         {"kv_blocks", info.kv_blocks},
                         {"kv_block_size", info.kv_block_size},
-                        {"graph_buckets", info.graph_buckets}};
+                        {"graph_buckets", info.graph_buckets},
+                        {"programmatic_launch", info.programmatic_launch}};
   engine_record.params["weight_bytes_per_gpu"] = info.weight_bytes_per_gpu;
   engine_record.params["kv_cache_bytes_per_gpu"] = info.kv_cache_bytes_per_gpu;
   engine_record.params["workspace_bytes_per_gpu"] = info.workspace_bytes_per_gpu;
@@ -522,6 +526,8 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
       body();
     } catch (const CudaError& e) {
       (void)cudaGetLastError();
+      run.skip(run.make(fmt::format("serve/{}/{}", what, run.tag), {}), Outcome::failed, e.what());
+    } catch (const ci::EngineFault& e) {  // a TP step failed or hung; later cases fail at once
       run.skip(run.make(fmt::format("serve/{}/{}", what, run.tag), {}), Outcome::failed, e.what());
     }
   };

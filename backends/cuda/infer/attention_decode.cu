@@ -73,7 +73,11 @@ __global__ void __launch_bounds__(kThreads)
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   const int ctx = batch.q_len[seq] > 0 ? batch.context_len[seq] : 0;
   const int start = split * split_tokens;
-  if (start >= ctx) return;
+  if (start >= ctx) {  // every block waits (kernel_util.cuh), even one with nothing to do
+    pdl_wait();
+    pdl_trigger();
+    return;
+  }
   const int n = min(split_tokens, ctx - start);
   const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
   for (int t = threadIdx.x; t < n; t += kThreads) {
@@ -81,6 +85,10 @@ __global__ void __launch_bounds__(kThreads)
     rows[t] = (static_cast<std::uint32_t>(table[token / shape.block_size]) * shape.kv_heads + kvh) * shape.block_size +
               token % shape.block_size;
   }
+  // The step's metadata was copied before its first kernel; Q and the new token's K/V come from
+  // the kernel before this one.
+  pdl_wait();
+  pdl_trigger();
   const int li = threadIdx.x % kTpt;
   const int gid = threadIdx.x / kTpt;
   const int head0 = kvh * G;
@@ -219,6 +227,8 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void decode_merge_kernel(AttentionBatch batch, AttentionShape shape, Workspace ws, int splits,
                                     int split_tokens, bf16* out, int out_stride) {
   __shared__ float partial[128 / 32];
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int D = shape.head_dim;
   if (batch.q_len[seq] <= 0) return;  // no query row
@@ -288,14 +298,12 @@ void launch_decode_attention_budget(int block_budget, const bf16* q, int q_strid
   const dim3 grid(splits, shape.kv_heads, batch.num_seqs);
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     dispatch_int<1, kMaxGroup>(shape.heads / shape.kv_heads, [&](auto g) {
-      decode_split_kernel<decltype(d)::value, decltype(g)::value>
-          <<<grid, kThreads, 0, stream>>>(q, q_stride, k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2);
+      launch_kernel(decode_split_kernel<decltype(d)::value, decltype(g)::value>, grid, kThreads, 0, stream, q, q_stride,
+                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2);
     });
   });
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
-  decode_merge_kernel<<<dim3(shape.heads, batch.num_seqs), shape.head_dim, 0, stream>>>(batch, shape, ws, splits,
-                                                                                        tokens, out, out_stride);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_kernel(decode_merge_kernel, dim3(shape.heads, batch.num_seqs), shape.head_dim, 0, stream, batch, shape, ws,
+                splits, tokens, out, out_stride);
 }
 
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,

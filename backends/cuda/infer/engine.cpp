@@ -491,7 +491,6 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   for (const LayerWeights& l : r.layers) {
     launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
     r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
     launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
                          static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st);
@@ -508,10 +507,8 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
     r.gemm->run(r.g_o, d.rows, r.attn, l.wo, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
     launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
     r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
     launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st);
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
     r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
   }
@@ -697,9 +694,22 @@ void CudaEngine::Impl::abort_comms() {
   std::lock_guard<std::mutex> lock(fault_mutex);
   if (comms_aborted) return;
 #if defined(GPUSCOUT_HAVE_NCCL)
+  // All ranks' aborts at once, one thread each: NCCL's teardown synchronizes the ranks of a node
+  // (NVIDIA/nccl#863), so aborting them one after another from one thread can wait forever.
+  // The graphs go first: NCCL's teardown waits until no CUDA graph that captured a collective of
+  // the communicator is left (a running launch keeps its own reference and ends once the abort
+  // flag stops its kernels).
+  std::vector<std::thread> aborts;
   for (auto& r : ranks) {
-    if (r && r->comm) (void)ncclCommAbort(r->comm);
+    if (!r) continue;
+    aborts.emplace_back([&rank = *r] {
+      (void)cudaSetDevice(rank.device);
+      for (auto& [key, exec] : rank.graphs) (void)cudaGraphExecDestroy(exec);
+      rank.graphs.clear();
+      if (rank.comm) (void)ncclCommAbort(rank.comm);
+    });
   }
+  for (auto& t : aborts) t.join();
 #endif
   comms_aborted = true;
 }
@@ -779,6 +789,11 @@ void CudaEngine::Impl::run_ranks(const std::string& what, const std::function<vo
 }
 
 void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
+  // Candidates are timed as plain launches. Under programmatic launch, back-to-back calls of one
+  // skinny kernel overlap (each loads its weights while the previous finishes), an overlap a step
+  // never offers it: on the H200 the skinny gate/up GEMM won such a timing by 0.1 us and then cost
+  // ~0.47 ms per batch-1 step (bench/NOTES.md, session 3).
+  const ProgrammaticLaunchPause plain_launches;
   // Random inputs (not zeros: they run faster than real data) for the timed GEMMs.
   const std::int64_t n =
       static_cast<std::int64_t>(buckets.back()) * std::max({cfg.hidden, 2 * r.shard.ffn, r.shard.q_dim});
@@ -819,6 +834,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
 #endif
   int device_count = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  bool pdl_capable = true;
   for (std::size_t i = 0; i < options.gpus.size(); ++i) {
     const int g = options.gpus[i];
     if (g < 0 || g >= device_count) {
@@ -835,7 +851,11 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                       "engine needs compute capability 8.0 or newer",
                       g, prop.name, prop.major, prop.minor));
     }
+    pdl_capable = pdl_capable && prop.major >= 9;
   }
+  // Process-wide (kernels.hpp): the last engine created decides.
+  e.info.programmatic_launch = options.programmatic_launch && pdl_capable;
+  set_programmatic_launch(e.info.programmatic_launch);
   e.max_context = options.max_context > 0
                       ? options.max_context
                       : static_cast<int>(std::min<std::int64_t>(
@@ -905,6 +925,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                    "gpuscout: fatal: %s did not return within %g s: a tensor-parallel rank is stuck inside NCCL; "
                    "ending the run\n",
                    what.c_str(), guard_s);
+      std::fflush(stdout);
       std::fflush(stderr);
       std::_Exit(3);
     });

@@ -26,6 +26,10 @@ struct EngineOptions {
   int max_step_tokens = 8192;      // largest step (prefill chunk budget)
   int max_context = 0;             // longest sequence; 0: the model's max_context, capped at 32768
   bool cuda_graphs = true;         // decode-only steps replay a captured graph per batch bucket
+  // Programmatic dependent launch of the engine's own kernels (compute capability 9.0+): each
+  // kernel starts loading what does not depend on its predecessor (decode GEMM weights) while
+  // that one finishes.
+  bool programmatic_launch = true;
   // TP > 1: a step whose GPUs have not finished within this many seconds is treated as a hung
   // collective: every communicator is aborted (ncclCommAbort) and execute() throws. A rank that
   // fails ends the others' waits at once the same way. Afterwards the engine refuses further steps.
@@ -51,7 +55,8 @@ struct EngineInfo {
   std::int64_t workspace_bytes_per_gpu = 0;
   int kv_blocks = 0;
   int kv_block_size = 0;
-  std::vector<int> graph_buckets;  // decode batch sizes with a captured graph
+  std::vector<int> graph_buckets;    // decode batch sizes with a captured graph
+  bool programmatic_launch = false;  // used (asked for and supported by every GPU)
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
 };

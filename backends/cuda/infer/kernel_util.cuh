@@ -1,10 +1,14 @@
 #pragma once
-// Small device helpers shared by the engine's kernels: BF16 <-> FP32 in 16-byte vectors and
-// warp/block reductions.
+// Small device helpers shared by the engine's kernels: BF16 <-> FP32 in 16-byte vectors,
+// warp/block reductions, and programmatic dependent launch (PDL).
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
+
+#include "gpuscout/cuda/check.hpp"
+#include "kernels.hpp"
 
 namespace gpuscout::cuda::infer {
 
@@ -78,6 +82,44 @@ __device__ __forceinline__ float block_sum(float v, float* partial) {
 #pragma unroll
   for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
   return total;
+}
+
+// Programmatic dependent launch (Hopper+). A kernel launched with launch_kernel() may start while
+// the kernel before it in the stream is still running; it must call pdl_wait() before it reads
+// anything an earlier kernel wrote or writes anything an earlier kernel reads (griddepcontrol.wait
+// returns once the previous grid has completed and its writes are visible; since that grid waited
+// the same way, all earlier work is done too). Work that depends on nothing earlier (loading
+// weights, which no step writes) goes before it: that is the overlap PDL buys. pdl_trigger() lets
+// the next kernel launch; each kernel calls it right after its wait, so at most one grid waits
+// ahead and no launched-but-waiting grid holds SM slots the running one still needs.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization
+// when enabled (set_programmatic_launch), a plain launch otherwise. Works under graph capture.
+template <typename... KernelArgs, typename... Args>
+void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                   Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic_launch() ? 1 : 0;
+  GPUSCOUT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
 // Calls f(std::integral_constant<int, v>) for the v in [kLo, kHi] equal to `value` (kHi when above):

@@ -2,6 +2,7 @@
 // attention_decode.cu and attention_prefill.cu. Every kernel is one pass over its data with 16-byte
 // accesses where the widths allow (multiples of 8 BF16) and a scalar path otherwise, so the tiny
 // test configurations run the same code shapes as the real ones.
+#include <atomic>
 #include <cfloat>
 #include <climits>
 #include <cstdint>
@@ -36,6 +37,8 @@ __global__ void init_weights_kernel(bf16* dst, std::uint64_t stream, WeightKind 
 // ---------------------------------------------------------------------------------------------
 // out[i] = src[index[i]]: the embedding lookup and the gather before the LM head.
 __global__ void gather_rows_kernel(const bf16* src, const std::int32_t* index, int width, bf16* out) {
+  pdl_wait();
+  pdl_trigger();
   const bf16* from = src + static_cast<std::int64_t>(index[blockIdx.x]) * width;
   bf16* to = out + static_cast<std::int64_t>(blockIdx.x) * width;
   if (width % 8 == 0) {
@@ -49,8 +52,7 @@ __global__ void gather_rows_kernel(const bf16* src, const std::int32_t* index, i
 
 void gather(const bf16* src, const std::int32_t* index, int count, int width, bf16* out, cudaStream_t stream) {
   if (count <= 0) return;
-  gather_rows_kernel<<<count, 256, 0, stream>>>(src, index, width, out);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_kernel(gather_rows_kernel, count, 256, 0, stream, src, index, width, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -59,6 +61,8 @@ constexpr int kRowThreads = 256;
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
   __shared__ float partial[kRowThreads / 32];
+  pdl_wait();
+  pdl_trigger();
   const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
   bf16* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
   const bool vec = width % 8 == 0;
@@ -112,6 +116,8 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
     inv_freq[i] = static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d));
   }
   __syncthreads();
+  pdl_wait();
+  pdl_trigger();
   bf16* row = qkv + static_cast<std::int64_t>(t) * qkv_stride;
   const float position = static_cast<float>(positions[t]);
   const int rotated_heads = shape.heads + shape.kv_heads;
@@ -152,6 +158,8 @@ __device__ __forceinline__ float silu(float g) {
 }
 
 __global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out) {
+  pdl_wait();
+  pdl_trigger();
   const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   if (ffn % 8 == 0) {
@@ -191,6 +199,8 @@ __device__ __forceinline__ Best better(Best a, Best b) {
 __global__ void __launch_bounds__(kRowThreads)
     argmax_kernel(const bf16* logits, int vocab, int index_offset, std::int32_t* max_index, float* max_value) {
   __shared__ Best partial[kRowThreads / 32];
+  pdl_wait();
+  pdl_trigger();
   const bf16* row = logits + static_cast<std::int64_t>(blockIdx.x) * vocab;
   Best best{-INFINITY, INT_MAX};
   if (vocab % 8 == 0) {
@@ -220,6 +230,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
 __global__ void argmax_merge_kernel(const std::int32_t* candidate_index, const float* candidate_value, int ranks,
                                     int rows, std::int32_t* out) {
+  pdl_wait();
+  pdl_trigger();
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   Best best{candidate_value[r], candidate_index[r]};
@@ -232,6 +244,8 @@ __global__ void argmax_merge_kernel(const std::int32_t* candidate_index, const f
 // Skinny GEMM. Each warp owns kCols consecutive rows of W (output columns) and streams them with
 // 16-byte loads, kLoads chunks per lane in flight; x chunks come through L1 (every warp of the
 // block reads the same x) and are reused across the kCols rows. A row of W is read exactly once.
+// The first kLoads chunks of W are loaded before pdl_wait(): weights do not depend on the previous
+// kernel, so with programmatic launch their latency overlaps that kernel's tail.
 constexpr int kSkinnyThreads = 256;
 
 template <int R, int kCols, int kLoads>
@@ -240,7 +254,11 @@ __global__ void __launch_bounds__(kSkinnyThreads)
                        bf16* y) {
   const int lane = threadIdx.x % 32;
   const int col0 = (blockIdx.x * (kSkinnyThreads / 32) + threadIdx.x / 32) * kCols;
-  if (col0 >= n) return;
+  if (col0 >= n) {
+    pdl_wait();
+    pdl_trigger();
+    return;
+  }
   const int chunks = k / 8;
   float acc[R][kCols];
 #pragma unroll
@@ -253,14 +271,20 @@ __global__ void __launch_bounds__(kSkinnyThreads)
     wrow[c] = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(col0 + c, n - 1)) * k);
   }
   const auto* x4 = reinterpret_cast<const uint4*>(x);
-  for (int base = 0; base < chunks; base += 32 * kLoads) {
-    uint4 wv[kLoads][kCols];
+  uint4 wv[kLoads][kCols];
+  auto load_w = [&](int base) {
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int ch = base + l * 32 + lane;
 #pragma unroll
       for (int c = 0; c < kCols; ++c) wv[l][c] = ch < chunks ? ldg_stream(wrow[c] + ch) : make_uint4(0, 0, 0, 0);
     }
+  };
+  load_w(0);
+  pdl_wait();
+  pdl_trigger();
+  for (int base = 0; base < chunks; base += 32 * kLoads) {
+    if (base > 0) load_w(base);
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int ch = base + l * 32 + lane;
@@ -301,6 +325,8 @@ __global__ void __launch_bounds__(kSkinnyThreads)
 // Any k (not a multiple of 8, or unaligned pointers): one warp per output column, scalar loads.
 __global__ void skinny_gemm_scalar_kernel(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual,
                                           bf16* y) {
+  pdl_wait();
+  pdl_trigger();
   const int lane = threadIdx.x % 32;
   const int col = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (col >= n) return;
@@ -341,8 +367,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const bool x_live = g < rows;
   const int kblocks = k / 32;  // 32 k per warp step: 4 lanes x 8 values
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int kb0 = warp; kb0 < kblocks; kb0 += kMmaWarps * kUnroll) {
-    uint4 va[kUnroll], vb[kUnroll], vx[kUnroll];
+  uint4 va[kUnroll], vb[kUnroll], vx[kUnroll];
+  auto load_w = [&](int kb0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int kb = kb0 + u * kMmaWarps;
@@ -350,7 +376,18 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       const int v = kb * 4 + tig;  // 16-byte vector index within the row
       va[u] = live ? ldg_stream(wa + v) : make_uint4(0, 0, 0, 0);
       vb[u] = live ? ldg_stream(wb + v) : make_uint4(0, 0, 0, 0);
-      vx[u] = live && x_live ? __ldg(xr + v) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_w(warp);  // weights first (see the vector kernel), then wait for x
+  pdl_wait();
+  pdl_trigger();
+  for (int kb0 = warp; kb0 < kblocks; kb0 += kMmaWarps * kUnroll) {
+    if (kb0 != warp) load_w(kb0);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int kb = kb0 + u * kMmaWarps;
+      const bool live = kb < kblocks;
+      vx[u] = live && x_live ? __ldg(xr + 4 * kb + tig) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -386,11 +423,30 @@ void skinny_launch(const bf16* x, const bf16* w, int n, int k, const bf16* resid
   constexpr int kCols = R <= 2 ? 1 : (R <= 4 ? 2 : 4);
   constexpr int kLoads = 8 / kCols;
   const int per_block = (kSkinnyThreads / 32) * kCols;
-  skinny_gemm_kernel<R, kCols, kLoads>
-      <<<(n + per_block - 1) / per_block, kSkinnyThreads, 0, stream>>>(x, w, n, k, residual, y);
+  launch_kernel(skinny_gemm_kernel<R, kCols, kLoads>, (n + per_block - 1) / per_block, kSkinnyThreads, 0, stream, x, w,
+                n, k, residual, y);
 }
 
+std::atomic<bool> g_programmatic_launch{false};
+thread_local int t_programmatic_pauses = 0;
+
 }  // namespace
+
+void set_programmatic_launch(bool enabled) {
+  g_programmatic_launch = enabled;
+}
+
+bool programmatic_launch() {
+  return t_programmatic_pauses == 0 && g_programmatic_launch.load(std::memory_order_relaxed);
+}
+
+ProgrammaticLaunchPause::ProgrammaticLaunchPause() {
+  ++t_programmatic_pauses;
+}
+
+ProgrammaticLaunchPause::~ProgrammaticLaunchPause() {
+  --t_programmatic_pauses;
+}
 
 void launch_init_weights(bf16* dst, std::uint64_t seed, gpuscout::infer::WeightKind kind, std::uint32_t layer,
                          int in_features, std::int64_t row0, std::int64_t rows, std::int64_t col0, std::int64_t cols,
@@ -415,39 +471,35 @@ void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count
 
 void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {
   if (rows <= 0) return;
-  rmsnorm_kernel<<<rows, kRowThreads, 0, stream>>>(x, weight, width, eps, out);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_kernel(rmsnorm_kernel, rows, kRowThreads, 0, stream, x, weight, width, eps, out);
 }
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
                           cudaStream_t stream) {
   if (rows <= 0) return;
-  rope_store_kv_kernel<<<rows, 256, 0, stream>>>(qkv, qkv_stride, positions, slot_mapping, shape, rope_theta, k_cache,
-                                                 v_cache);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_kernel(rope_store_kv_kernel, rows, 256, 0, stream, qkv, qkv_stride, positions, slot_mapping, shape, rope_theta,
+                k_cache, v_cache);
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
   const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   if (total <= 0) return;
   const std::int64_t blocks = std::min<std::int64_t>((total / 8 + 255) / 256 + 1, 132 * 16);
-  silu_mul_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(gate_up, rows, ffn, out);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_kernel(silu_mul_kernel, static_cast<unsigned>(blocks), 256, 0, stream, gate_up, rows, ffn, out);
 }
 
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
                    cudaStream_t stream) {
   if (rows <= 0) return;
-  argmax_kernel<<<rows, kRowThreads, 0, stream>>>(logits, vocab, index_offset, max_index, max_value);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_kernel(argmax_kernel, rows, kRowThreads, 0, stream, logits, vocab, index_offset, max_index, max_value);
 }
 
 void launch_argmax_merge(const std::int32_t* candidate_index, const float* candidate_value, int ranks, int rows,
                          std::int32_t* out, cudaStream_t stream) {
   if (rows <= 0) return;
-  argmax_merge_kernel<<<(rows + 127) / 128, 128, 0, stream>>>(candidate_index, candidate_value, ranks, rows, out);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  launch_kernel(argmax_merge_kernel, (rows + 127) / 128, 128, 0, stream, candidate_index, candidate_value, ranks, rows,
+                out);
 }
 
 void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf16* w, int n, int k,
@@ -460,14 +512,13 @@ void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf1
   // 10-25%), tensor cores from 8 rows (1.3-1.6x), where the FP32 FMAs of the other path bind.
   if (path == SkinnyPath::automatic) path = mma && rows > 4 ? SkinnyPath::tensor_core : SkinnyPath::cuda_core;
   if (path == SkinnyPath::tensor_core && mma) {
-    skinny_gemm_mma_kernel<4><<<(n + 15) / 16, kMmaWarps * 32, 0, stream>>>(x, rows, w, n, k, residual, y);
+    launch_kernel(skinny_gemm_mma_kernel<4>, (n + 15) / 16, kMmaWarps * 32, 0, stream, x, rows, w, n, k, residual, y);
   } else if (vec) {
     dispatch_int<1, kSkinnyMaxRows>(
         rows, [&](auto r) { skinny_launch<decltype(r)::value>(x, w, n, k, residual, y, stream); });
   } else {
-    skinny_gemm_scalar_kernel<<<(n + 7) / 8, 256, 0, stream>>>(x, rows, w, n, k, residual, y);
+    launch_kernel(skinny_gemm_scalar_kernel, (n + 7) / 8, 256, 0, stream, x, rows, w, n, k, residual, y);
   }
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
 void launch_skinny_gemm(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual, bf16* y,

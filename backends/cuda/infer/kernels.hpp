@@ -46,6 +46,21 @@ struct AttentionBatch {
   int max_q_len = 0;    // host-known bound on q_len
 };
 
+// Programmatic dependent launch for the kernels below (except prefill attention and weight init):
+// each may start while the previous kernel of the stream finishes, prefetching what does not
+// depend on it (kernel_util.cuh). Process-wide; off by default, and only meaningful on compute
+// capability 9.0 or newer (the engine turns it on there unless told not to).
+void set_programmatic_launch(bool enabled);
+bool programmatic_launch();
+// While one is alive, this thread's launches are plain ones (for timing kernels in isolation).
+class ProgrammaticLaunchPause {
+ public:
+  ProgrammaticLaunchPause();
+  ~ProgrammaticLaunchPause();
+  ProgrammaticLaunchPause(const ProgrammaticLaunchPause&) = delete;
+  ProgrammaticLaunchPause& operator=(const ProgrammaticLaunchPause&) = delete;
+};
+
 // Empty string when the kernels support the shape, else why not ("head_dim 96 not supported: 64 or 128").
 const char* check_attention_shape(const AttentionShape& shape);
 
