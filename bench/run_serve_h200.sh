@@ -17,7 +17,8 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 source bench/dist_env.sh
 logs=$(mktemp -d)
-tags="--tags machine:nvidia-h200,script:run_serve_h200"
+# MACHINE: the device kind this runs on (the x2 machine runs it on GPU 0); FIND_PEAK=0 skips step 3.
+tags="--tags machine:${MACHINE:-nvidia-h200},script:run_serve_h200"
 model=${MODEL:-llama-3.1-8b}
 {
   date -u +%FT%TZ
@@ -36,12 +37,16 @@ start=$(date +%s)
 PYTHONUNBUFFERED=1 python3 bench/serve_baseline_torch.py >"$OUT/torch_serve.jsonl" 2>"$logs/torch_serve.log"
 echo "== PyTorch baseline: exit $? after $(($(date +%s) - start)) s"
 
+if [ "${FIND_PEAK:-1}" = 1 ]; then
 start=$(date +%s)
 "$bin" -v bench --only serve/load --model "$model" --find-peak --rate 16 --ttft-ms 1000 --tpot-ms 50 \
   --requests 128 --duration-s 15 --out "$OUT/serve_peak.json" $tags >"$logs/serve_peak.txt" 2>"$logs/serve_peak.log"
 echo "== Server --find-peak: exit $? after $(($(date +%s) - start)) s"
+fi
 
-cat "$logs/serve.txt" "$logs/serve_peak.txt"
-python3 bench/serve_compare.py "$OUT/serve.json" "$OUT/torch_serve.jsonl" "$OUT/serve_peak.json" |
+cat "$logs/serve.txt" "$logs/serve_peak.txt" 2>/dev/null
+peak=()
+[ -f "$OUT/serve_peak.json" ] && peak=("$OUT/serve_peak.json")
+python3 bench/serve_compare.py "$OUT/serve.json" "$OUT/torch_serve.jsonl" "${peak[@]}" |
   tee "$OUT/serve_ratios.md"
 tar -czf "$OUT/logs.tar.gz" -C "$logs" .
