@@ -137,7 +137,10 @@ TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredFindPeakRuns) {
   }
   EXPECT_EQ(report.rows[0].measured, 56);
   EXPECT_EQ(report.rows[2].measured, 11);
-  EXPECT_NEAR(report.mape_pct.at("own_serving"), 11.3, 1.0);
+  // 11.3% while the profile wrongly assumed eager launches (4 us gaps, 1 ms per step); with the
+  // engine's CUDA graphs (1 us, 0.1 ms) the TPOTs come out low (-14%, -4%) and the peaks high
+  // (+18%, +14%): the decode model misses something the eager gaps happened to stand in for.
+  EXPECT_NEAR(report.mape_pct.at("own_serving"), 12.5, 1.0);
 }
 
 }  // namespace
