@@ -632,7 +632,8 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   cmd->add_option("--max-time-per-case", flags->max_time_per_case, "Seconds of timed samples per case at most")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--coll-timeout", flags->coll_timeout,
-                  "collectives: seconds a collective may take before it is aborted (outcome timeout; the run ends)")
+                  "collectives, and serve at --tp > 1: seconds a collective (a TP engine step) may take before every "
+                  "communicator is aborted (collectives: outcome timeout, the run ends; serve: the case fails)")
       ->check(CLI::PositiveNumber);
   for (const auto& [name, help] : kListFlags) {
     cmd->add_option(std::string("--") + name, flags->lists[name], help);

@@ -462,6 +462,7 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   eo.max_step_tokens =
       std::max(eo.max_step_tokens, *std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()));
   eo.max_context = o.max_sequence_tokens();
+  eo.collective_timeout_s = env.options.coll_timeout_s;
 
   const std::string engine_key = fmt::format("serve/engine/{}", run.tag);
   Record engine_record = run.make(engine_key, {{"kv_block_size", eo.kv_block_size},
