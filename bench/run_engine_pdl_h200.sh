@@ -30,3 +30,10 @@ for round in a b; do
   run "bench_nopdl_$round" 200 "$DIST/infer_engine_test" --bench "$model" --no-pdl
 done
 grep -H -E "decode|prefill|programmatic" "$out"/bench_*.txt | tee -a "$out/summary.txt"
+# KNOCKOUT=1: per-layer kernels left out one group at a time (timing attribution, tokens meaningless).
+if [ "${KNOCKOUT:-0}" = 1 ]; then
+  for ko in none norms rope attention silu norms,rope,attention,silu; do
+    run "knockout_$ko" 200 "$DIST/infer_engine_test" --bench "$model" --knock-out "$ko"
+  done
+  grep -H -E "decode batch" "$out"/knockout_*.txt | tee -a "$out/summary.txt"
+fi

@@ -3,7 +3,9 @@
 //   infer_engine_test                 tiny model, TP1 (and TP2 when 2 GPUs are visible): the same
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
-//   infer_engine_test --bench MODEL [--tp N] [--no-pdl]
+//   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--knock-out norms,rope,attention,silu]
+//                                     (knock-out: those per-layer kernels left out, for timing
+//                                     attribution only; the tokens are then meaningless)
 //                                     start-up time, decode step time at batch 1/8/32 against the
 //                                     HBM roofline (copy bandwidth measured here), prefill of 8192
 //                                     tokens in TFLOP/s against a cuBLASLt 8192^3 BF16 GEMM
@@ -331,7 +333,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int bench(const std::string& model, int tp, bool pdl) {
+int bench(const std::string& model, int tp, bool pdl, unsigned knock_out) {
   const auto catalog = gpuscout::workloads::ModelCatalog::load(gpuscout::data::DataSource::embedded());
   const gi::TransformerConfig cfg = gi::TransformerConfig::from_model(catalog.get(model));
   cudaDeviceProp prop{};
@@ -347,6 +349,8 @@ int bench(const std::string& model, int tp, bool pdl) {
   eo.max_step_tokens = 8192;
   eo.max_running = 64;
   eo.programmatic_launch = pdl;
+  eo.knock_out = knock_out;
+  if (knock_out != 0) fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", knock_out);
   const auto t0 = Clock::now();
   auto engine = ci::CudaEngine::create(cfg, eo);
   const double startup = seconds_since(t0);
@@ -451,13 +455,24 @@ int main(int argc, char** argv) {
     std::string model;
     int tp = 1;
     bool pdl = true;
+    unsigned knock_out = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--bench" && i + 1 < argc) model = argv[++i];
       if (a == "--tp" && i + 1 < argc) tp = std::stoi(argv[++i]);
       if (a == "--no-pdl") pdl = false;
+      if (a == "--knock-out" && i + 1 < argc) {
+        const std::string list = std::string(",") + argv[++i] + ",";
+        const std::pair<const char*, unsigned> names[] = {{",norms,", ci::knock_out_norms},
+                                                          {",rope,", ci::knock_out_rope},
+                                                          {",attention,", ci::knock_out_attention},
+                                                          {",silu,", ci::knock_out_silu}};
+        for (const auto& [name, bit] : names) {
+          if (list.find(name) != std::string::npos) knock_out |= bit;
+        }
+      }
     }
-    if (!model.empty()) return bench(model, tp, pdl);
+    if (!model.empty()) return bench(model, tp, pdl, knock_out);
 
     const gi::TransformerConfig tiny = gi::TransformerConfig::tiny();
     // Chunked prefill (prompts longer than the 64-token budget), mixed steps, decode buckets 1..8

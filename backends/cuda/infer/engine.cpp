@@ -489,26 +489,27 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
 
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
+  const unsigned skip = opt.knock_out;
   for (const LayerWeights& l : r.layers) {
-    launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
+    if (!(skip & knock_out_norms)) launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
     r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
-    launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
-                         static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st);
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
-    if (d.nd > 0) {
+    if (!(skip & knock_out_rope)) {
+      launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
+                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st);
+    }
+    if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim,
                               st);
-      GPUSCOUT_CUDA_CHECK_LAUNCH();
     }
-    if (d.np > 0) {
+    if (d.np > 0 && !(skip & knock_out_attention)) {
       launch_prefill_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, pre, shape, r.attn, s.q_dim, st);
       GPUSCOUT_CUDA_CHECK_LAUNCH();
     }
     r.gemm->run(r.g_o, d.rows, r.attn, l.wo, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
-    launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
+    if (!(skip & knock_out_norms)) launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
     r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
-    launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st);
+    if (!(skip & knock_out_silu)) launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st);
     r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
   }

@@ -16,6 +16,13 @@
 
 namespace gpuscout::cuda::infer {
 
+enum KnockOut : unsigned {
+  knock_out_norms = 1u << 0,      // both RMSNorms of each layer
+  knock_out_rope = 1u << 1,       // RoPE + KV store
+  knock_out_attention = 1u << 2,  // decode/prefill attention
+  knock_out_silu = 1u << 3,       // SiLU * up
+};
+
 struct EngineOptions {
   std::vector<int> gpus{0};  // one per tensor-parallel rank
   std::uint64_t weight_seed = 1;
@@ -38,6 +45,10 @@ struct EngineOptions {
   // (fault_throws) or silently skips it, leaving its peers in the all-reduce (a hang).
   int inject_fault_at_step = 0;
   bool fault_throws = true;
+  // Timing attribution only (the tokens are then wrong): leave these per-layer kernels out of every
+  // step, so that step-time differences give their cost in a real step (graph, PDL, neighbours)
+  // where no profiler that sees inside a graph is available. Bits of KnockOut.
+  unsigned knock_out = 0;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
