@@ -34,6 +34,7 @@
 #include "gpuscout/cuda/benchmark.hpp"
 #include "gpuscout/cuda/benchmarks.hpp"
 #include "gpuscout/cuda/check.hpp"
+#include "gpuscout/cuda/cublaslt.hpp"
 #include "gpuscout/cuda/telemetry.hpp"
 #include "gpuscout/cuda/timing.hpp"
 
@@ -278,53 +279,6 @@ void launch_reference(GemmPrecision p, const void* x, const void* w, const void*
   GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
-// ---------------------------------------------------------------------------------------------
-// cuBLASLt objects, destroyed without throwing.
-
-struct LtHandle {
-  cublasLtHandle_t h = nullptr;
-  LtHandle() { GPUSCOUT_CUBLAS_CHECK(cublasLtCreate(&h)); }
-  ~LtHandle() { (void)cublasLtDestroy(h); }
-  LtHandle(const LtHandle&) = delete;
-  LtHandle& operator=(const LtHandle&) = delete;
-};
-
-struct MatmulDesc {
-  cublasLtMatmulDesc_t d = nullptr;
-  MatmulDesc(cublasComputeType_t compute, cudaDataType_t scale) {
-    GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d, compute, scale));
-  }
-  ~MatmulDesc() { (void)cublasLtMatmulDescDestroy(d); }
-  MatmulDesc(const MatmulDesc&) = delete;
-  MatmulDesc& operator=(const MatmulDesc&) = delete;
-  template <typename T>
-  void set(cublasLtMatmulDescAttributes_t attribute, const T& value) {
-    GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attribute, &value, sizeof(value)));
-  }
-};
-
-struct MatrixLayout {
-  cublasLtMatrixLayout_t l = nullptr;
-  MatrixLayout(cudaDataType_t type, std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
-    GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld));
-  }
-  ~MatrixLayout() { (void)cublasLtMatrixLayoutDestroy(l); }
-  MatrixLayout(const MatrixLayout&) = delete;
-  MatrixLayout& operator=(const MatrixLayout&) = delete;
-};
-
-struct Preference {
-  cublasLtMatmulPreference_t p = nullptr;
-  explicit Preference(std::size_t workspace) {
-    GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p));
-    GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                               sizeof(workspace)));
-  }
-  ~Preference() { (void)cublasLtMatmulPreferenceDestroy(p); }
-  Preference(const Preference&) = delete;
-  Preference& operator=(const Preference&) = delete;
-};
-
 template <typename T>
 T algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
   T value{};
@@ -477,8 +431,8 @@ class GemmCase {
   // FP8 per-tensor scales, one allocation each: cuBLASLt refuses (CUBLAS_STATUS_NOT_SUPPORTED at
   // the matmul, not in the heuristic) scale pointers that are not suitably aligned.
   DeviceBuffer<float> scale_x_, scale_w_;
-  std::unique_ptr<MatmulDesc> desc_;
-  std::unique_ptr<MatrixLayout> a_layout_, b_layout_, d_layout_;
+  lt::MatmulDesc desc_;
+  lt::MatrixLayout a_layout_, b_layout_, d_layout_;
   std::vector<std::uint8_t> alpha_, beta_;
   int call_ = 0;  // rotates through the sets
 };
@@ -510,22 +464,22 @@ void GemmCase::allocate(std::int64_t memory_budget) {
 }
 
 void GemmCase::build_descriptors() {
-  desc_ = std::make_unique<MatmulDesc>(types_.compute, types_.scale);
-  desc_->set(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  desc_->set(CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  desc_ = lt::make_matmul_desc(types_.compute, types_.scale);
+  lt::set(desc_, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  lt::set(desc_, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   if (is_fp8(p_)) {
     // cuBLAS's A is W, its B is X. D is BF16, so no D scale (it applies to FP8 outputs only).
     const void* scale_x = scale_x_.get();
     const void* scale_w = scale_w_.get();
-    desc_->set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_w);
-    desc_->set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_x);
+    lt::set(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_w);
+    lt::set(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_x);
     const std::int8_t fast_accum = 0;  // torch._scaled_mm's default (use_fast_accum=False)
-    desc_->set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast_accum);
+    lt::set(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast_accum);
   }
   // Column-major views: A = W as k x n (op T), B = X as k x m (op N), D = Y as n x m.
-  a_layout_ = std::make_unique<MatrixLayout>(types_.a, shape_.k, shape_.n, shape_.k);
-  b_layout_ = std::make_unique<MatrixLayout>(types_.b, shape_.k, shape_.m, shape_.k);
-  d_layout_ = std::make_unique<MatrixLayout>(types_.d, shape_.n, shape_.m, shape_.n);
+  a_layout_ = lt::make_layout(types_.a, shape_.k, shape_.n, shape_.k);
+  b_layout_ = lt::make_layout(types_.b, shape_.k, shape_.m, shape_.k);
+  d_layout_ = lt::make_layout(types_.d, shape_.n, shape_.m, shape_.n);
 
   auto bytes_of = [](auto value) {
     std::vector<std::uint8_t> out(sizeof(value));
@@ -547,9 +501,9 @@ void GemmCase::build_descriptors() {
 // One product on the next set of the rotation.
 void GemmCase::launch(const cublasLtMatmulAlgo_t& algo, cudaStream_t stream) {
   const int s = call_++ % sets_;
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_->d, alpha_.data(), w_[s].get(), a_layout_->l, x_[s].get(),
-                                       b_layout_->l, beta_.data(), y_[s].get(), d_layout_->l, y_[s].get(), d_layout_->l,
-                                       &algo, workspace_, kWorkspaceBytes, stream));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, alpha_.data(), w_[s].get(), a_layout_, x_[s].get(), b_layout_,
+                                       beta_.data(), y_[s].get(), d_layout_, y_[s].get(), d_layout_, &algo, workspace_,
+                                       kWorkspaceBytes, stream));
 }
 
 double GemmCase::verify(const cublasLtMatmulAlgo_t& algo) {
@@ -635,13 +589,12 @@ Record GemmCase::run(const BenchEnv& env, const CaseConfig& config) {
   }
 
   // Heuristic candidates.
-  Preference preference(kWorkspaceBytes);
+  const lt::Preference preference = lt::make_preference(kWorkspaceBytes);
   // A plain array: std::vector of this C struct crashes nvcc 13.0's front end in C++20 mode.
   cublasLtMatmulHeuristicResult_t heuristics[kRequestedAlgos] = {};
   int returned = 0;
-  const cublasStatus_t hs =
-      cublasLtMatmulAlgoGetHeuristic(lt_, desc_->d, a_layout_->l, b_layout_->l, d_layout_->l, d_layout_->l,
-                                     preference.p, kRequestedAlgos, heuristics, &returned);
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_layout_, b_layout_, d_layout_, d_layout_,
+                                                           preference, kRequestedAlgos, heuristics, &returned);
   if (hs != CUBLAS_STATUS_SUCCESS || returned == 0) {
     record.outcome = Outcome::not_supported;
     record.reason = fmt::format("cuBLASLt offers no algorithm for this precision and shape ({})",
@@ -873,7 +826,7 @@ std::vector<Record> GemmBenchmark::run(const BenchEnv& env) {
 
   GPUSCOUT_CUDA_CHECK(cudaSetDevice(env.device.index));
   Stream stream;
-  LtHandle lt;
+  const lt::Handle handle = lt::make_handle();
   Bytes workspace(kWorkspaceBytes);
   CaseConfig config;
   if (env.options.mode == BenchMode::quick) {
@@ -888,7 +841,7 @@ std::vector<Record> GemmBenchmark::run(const BenchEnv& env) {
     if (!wanted(env.options, key)) return;
     Record record;
     try {
-      GemmCase c(env.device, lt.h, workspace.get(), stream.get(), p, shape);
+      GemmCase c(env.device, handle, workspace.get(), stream.get(), p, shape);
       record = c.run(env, config);
     } catch (const CudaError& e) {
       record = unrun_record(key, "gemm", env.device.index, case_params(p, shape), Outcome::failed, e.what());

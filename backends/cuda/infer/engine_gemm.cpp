@@ -25,35 +25,23 @@ struct GemmRunner::Class {
 };
 
 struct GemmRunner::Plan {
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  lt::MatrixLayout a, b, d;
   std::vector<cublasLtMatmulHeuristicResult_t> algos;
   int chosen = 0;       // index into algos
   bool skinny = false;  // launch_skinny_gemm instead
-  ~Plan() {
-    if (a) (void)cublasLtMatrixLayoutDestroy(a);
-    if (b) (void)cublasLtMatrixLayoutDestroy(b);
-    if (d) (void)cublasLtMatrixLayoutDestroy(d);
-  }
 };
 
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
-    : workspace_(workspace), workspace_bytes_(workspace_bytes) {
-  GPUSCOUT_CUBLAS_CHECK(cublasLtCreate(&lt_));
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_));
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &workspace_bytes_, sizeof workspace_bytes_));
+    : lt_(lt::make_handle()),
+      desc_(lt::make_matmul_desc(CUBLAS_COMPUTE_32F, CUDA_R_32F)),
+      pref_(lt::make_preference(workspace_bytes)),
+      workspace_(workspace),
+      workspace_bytes_(workspace_bytes) {
+  lt::set(desc_, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  lt::set(desc_, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
 }
 
-GemmRunner::~GemmRunner() {
-  plans_.clear();
-  if (pref_) (void)cublasLtMatmulPreferenceDestroy(pref_);
-  if (desc_) (void)cublasLtMatmulDescDestroy(desc_);
-  if (lt_) (void)cublasLtDestroy(lt_);
-}
+GemmRunner::~GemmRunner() = default;
 
 int GemmRunner::add_class(std::string name, int out, int in, std::vector<const bf16*> weights) {
   auto c = std::make_unique<Class>();
@@ -71,9 +59,9 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
   if (it != plans_.end()) return *it->second;
   const Class& c = *classes_.at(cls);
   auto p = std::make_unique<Plan>();
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, c.in, c.out, c.in));
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, c.in, rows, c.in));
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_16BF, c.out, rows, c.out));
+  p->a = lt::make_layout(CUDA_R_16BF, c.in, c.out, c.in);
+  p->b = lt::make_layout(CUDA_R_16BF, c.in, rows, c.in);
+  p->d = lt::make_layout(CUDA_R_16BF, c.out, rows, c.out);
   std::array<cublasLtMatmulHeuristicResult_t, kRequestedAlgos> results{};
   int returned = 0;
   GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, p->a, p->b, p->d, p->d, pref_, kRequestedAlgos,

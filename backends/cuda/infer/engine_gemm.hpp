@@ -17,6 +17,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "gpuscout/cuda/cublaslt.hpp"
 #include "kernels.hpp"
 
 namespace gpuscout::cuda::infer {
@@ -47,9 +48,9 @@ class GemmRunner {
   void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int rows, const bf16* x, const bf16* w,
               bf16* y, bool accumulate, cudaStream_t stream);
 
-  cublasLtHandle_t lt_ = nullptr;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatmulPreference_t pref_ = nullptr;
+  lt::Handle lt_;
+  lt::MatmulDesc desc_;
+  lt::Preference pref_;
   void* workspace_;
   std::size_t workspace_bytes_;
   std::vector<std::unique_ptr<Class>> classes_;

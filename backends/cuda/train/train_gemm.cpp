@@ -19,15 +19,12 @@ std::uint32_t alignment(const void* p, std::int64_t stride_elements, int element
   return static_cast<std::uint32_t>(bits & (~bits + 1));
 }
 
-cublasLtMatrixLayout_t layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld, int batch,
-                              std::int64_t stride) {
-  cublasLtMatrixLayout_t l = nullptr;
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld));
+lt::MatrixLayout layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld, int batch,
+                        std::int64_t stride) {
+  lt::MatrixLayout l = lt::make_layout(type, rows, cols, ld);
   if (batch > 1) {
-    GPUSCOUT_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
-    GPUSCOUT_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+    lt::set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch);
+    lt::set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride);
   }
   return l;
 }
@@ -35,24 +32,16 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, std::int64_t rows, std::int64
 }  // namespace
 
 struct Gemm::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  lt::MatmulDesc desc;
+  lt::MatrixLayout first, second, out;
   cublasLtMatmulAlgo_t algo{};
-  ~Plan() {
-    if (first) (void)cublasLtMatrixLayoutDestroy(first);
-    if (second) (void)cublasLtMatrixLayoutDestroy(second);
-    if (out) (void)cublasLtMatrixLayoutDestroy(out);
-    if (desc) (void)cublasLtMatmulDescDestroy(desc);
-  }
 };
 
-Gemm::Gemm(void* workspace, std::size_t workspace_bytes) : workspace_(workspace), workspace_bytes_(workspace_bytes) {
-  GPUSCOUT_CUBLAS_CHECK(cublasLtCreate(&lt_));
-}
+Gemm::Gemm(void* workspace, std::size_t workspace_bytes)
+    : lt_(lt::make_handle()), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
 
 Gemm::~Gemm() {
-  plans_.clear();
-  if (lt_) (void)cublasLtDestroy(lt_);
+  plans_.clear();  // the plans' descriptors and layouts before the handle
 }
 
 Gemm::Plan& Gemm::plan(const GemmArgs& g) {
@@ -67,14 +56,12 @@ Gemm::Plan& Gemm::plan(const GemmArgs& g) {
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
 
   auto p = std::make_unique<Plan>();
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  p->desc = lt::make_matmul_desc(CUBLAS_COMPUTE_32F, CUDA_R_32F);
   // cuBLASLt's first operand is B (transposed as B is here), its second A.
   const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  GPUSCOUT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-  GPUSCOUT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  lt::set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
+  lt::set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
   // Column-major shapes as stored: B row-major [K, N] is [N rows, K cols]; [N, K] (trans_b) is [K, N].
   p->first = g.trans_b ? layout(CUDA_R_16BF, g.k, g.n, g.ldb, g.batch, g.stride_b)
                        : layout(CUDA_R_16BF, g.n, g.k, g.ldb, g.batch, g.stride_b);
@@ -82,23 +69,15 @@ Gemm::Plan& Gemm::plan(const GemmArgs& g) {
                         : layout(CUDA_R_16BF, g.k, g.m, g.lda, g.batch, g.stride_a);
   p->out = layout(g.c_fp32 ? CUDA_R_32F : CUDA_R_16BF, g.n, g.m, g.ldc, g.batch, g.stride_c);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &workspace_bytes_, sizeof workspace_bytes_));
-  GPUSCOUT_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b));
-  GPUSCOUT_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a));
-  GPUSCOUT_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
-  GPUSCOUT_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
+  const lt::Preference pref = lt::make_preference(workspace_bytes_);
+  lt::set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_b);
+  lt::set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_a);
+  lt::set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  lt::set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(lt_, p->desc, p->first, p->second, p->out, p->out, pref, 1, &result, &returned);
-  (void)cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || returned == 0) {
     throw std::runtime_error(fmt::format(
         "cuBLASLt has no BF16 algorithm for the train-step GEMM m={} n={} k={} (trans {}{}, batch {}, {} output)", g.m,

@@ -16,6 +16,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include "gpuscout/cuda/cublaslt.hpp"
+
 namespace gpuscout::cuda::train {
 
 using bf16 = __nv_bfloat16;
@@ -53,7 +55,7 @@ class Gemm {
   using Key = std::array<std::int64_t, 18>;
   Plan& plan(const GemmArgs& args);
 
-  cublasLtHandle_t lt_ = nullptr;
+  lt::Handle lt_;
   void* workspace_;
   std::size_t workspace_bytes_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
