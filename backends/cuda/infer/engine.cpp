@@ -318,8 +318,10 @@ struct CudaEngine::Impl {
   ~Impl();
   // Runs fn on every rank; under TP, a rank's failure aborts the communicators, the engine is
   // marked broken and the root cause is rethrown with the ranks named.
-  void run_ranks(const std::string& what, const std::function<void(int)>& fn);
-  void wait_rank(Rank& r, const std::string& what);
+  // `what` and `index` name the step in messages ("step 12"); formatted only when needed.
+  void run_ranks(const char* what, int index, const std::function<void(int)>& fn);
+  // graph_batch > 0: the step replays that batch bucket's graph (named in messages).
+  void wait_rank(Rank& r, int graph_batch);
   void abort_comms();
   void allocate_and_init_weights(Rank& r);
   void allocate_workspace(Rank& r, bool count_only);
@@ -688,7 +690,7 @@ void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, i
     GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(tokens_host, r.sampled, static_cast<std::size_t>(d.ns) * sizeof(std::int32_t),
                                         cudaMemcpyDeviceToHost, r.stream));
   }
-  wait_rank(r, key.first > 0 ? fmt::format("decode step (batch {}, graph)", key.first) : "step");
+  wait_rank(r, key.first);
 }
 
 void CudaEngine::Impl::abort_comms() {
@@ -715,7 +717,14 @@ void CudaEngine::Impl::abort_comms() {
   comms_aborted = true;
 }
 
-void CudaEngine::Impl::wait_rank(Rank& r, const std::string& what) {
+namespace {
+// Thrown by a rank that stopped waiting because another rank failed: not the root cause.
+struct PeerFailed : gpuscout::Error {
+  using gpuscout::Error::Error;
+};
+}  // namespace
+
+void CudaEngine::Impl::wait_rank(Rank& r, int graph_batch) {
   if (tp == 1) {
     GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
     return;
@@ -724,6 +733,7 @@ void CudaEngine::Impl::wait_rank(Rank& r, const std::string& what) {
   wo.timeout_s = opt.collective_timeout_s;
   wo.spin_s = 1.0;  // spin like cudaStreamSynchronize does: a step's latency is what we measure
   int polls = 0;
+  bool peer_failed = false;
   const auto res = gpuscout::bench::wait_or_abort(
       [&](std::string& error) {
         const cudaError_t q = cudaStreamQuery(r.stream);
@@ -733,6 +743,7 @@ void CudaEngine::Impl::wait_rank(Rank& r, const std::string& what) {
           return gpuscout::bench::PollState::failed;
         }
         if (rank_failed.load()) {
+          peer_failed = true;
           error = "another rank failed";
           return gpuscout::bench::PollState::failed;
         }
@@ -749,34 +760,36 @@ void CudaEngine::Impl::wait_rank(Rank& r, const std::string& what) {
         return gpuscout::bench::PollState::pending;
       },
       [&] { abort_comms(); }, wo);
-  switch (res.status) {
-    case gpuscout::bench::WatchdogResult::Status::completed:
-      return;
-    case gpuscout::bench::WatchdogResult::Status::timeout:
-      throw gpuscout::Error(fmt::format(
-          "{} on GPU {}: not finished within {:g} s (collective timeout): a tensor-parallel collective is hung", what,
-          r.device, opt.collective_timeout_s));
-    default:
-      throw gpuscout::Error(fmt::format("{} on GPU {}: {}", what, r.device, res.error));
+  if (res.status == gpuscout::bench::WatchdogResult::Status::completed) return;
+  const std::string what =
+      graph_batch > 0 ? fmt::format("decode step (batch {}, graph)", graph_batch) : std::string("step");
+  if (res.status == gpuscout::bench::WatchdogResult::Status::timeout) {
+    throw gpuscout::Error(fmt::format(
+        "{} on GPU {}: not finished within {:g} s (collective timeout): a tensor-parallel collective is hung", what,
+        r.device, opt.collective_timeout_s));
   }
+  const std::string message = fmt::format("{} on GPU {}: {}", what, r.device, res.error);
+  if (peer_failed) throw PeerFailed(message);
+  throw gpuscout::Error(message);
 }
 
-void CudaEngine::Impl::run_ranks(const std::string& what, const std::function<void(int)>& fn) {
+void CudaEngine::Impl::run_ranks(const char* what, int index, const std::function<void(int)>& fn) {
   if (!broken.empty()) throw EngineFault("the engine is unusable after an earlier failure: " + broken);
   if (tp == 1) return pool->run(fn);
+  const std::string label = fmt::format("{} {}", what, index);
   std::optional<gpuscout::bench::DeadlineGuard::Scope> scope;
   // Later than the polling timeout: it only fires when a thread cannot return at all.
-  if (host_guard) scope.emplace(*host_guard, what, opt.collective_timeout_s + 30);
+  if (host_guard) scope.emplace(*host_guard, label, opt.collective_timeout_s + 30);
   try {
     pool->run([&](int ri) {
       try {
         fn(ri);
+      } catch (const PeerFailed&) {
+        throw;  // the failing rank records the cause
       } catch (const std::exception& ex) {
         {
           std::lock_guard<std::mutex> lock(fault_mutex);
-          if (first_fault.empty() && std::string(ex.what()).find("another rank failed") == std::string::npos) {
-            first_fault = fmt::format("rank {}: {}", ri, ex.what());
-          }
+          if (first_fault.empty()) first_fault = fmt::format("rank {}: {}", ri, ex.what());
         }
         rank_failed = true;
         throw;
@@ -785,7 +798,8 @@ void CudaEngine::Impl::run_ranks(const std::string& what, const std::function<vo
   } catch (const std::exception& ex) {
     abort_comms();
     broken = first_fault.empty() ? ex.what() : first_fault;
-    throw EngineFault(fmt::format("{} failed under TP{}: {}; communicators aborted (ncclCommAbort)", what, tp, broken));
+    throw EngineFault(
+        fmt::format("{} failed under TP{}: {}; communicators aborted (ncclCommAbort)", label, tp, broken));
   }
 }
 
@@ -1005,7 +1019,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   for (int b : e.buckets) {
     for (int c : e.ctx_classes) {
       const StepDims d = e.fill_padding(b, c);
-      e.run_ranks(fmt::format("start-up step (batch {})", b), [&](int ri) {
+      e.run_ranks("start-up step, batch", b, [&](int ri) {
         Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
         e.step_on_rank(r, d, {0, 0});
         if (options.cuda_graphs) e.capture(r, {b, c}, d);
@@ -1076,7 +1090,7 @@ std::vector<std::int32_t> CudaEngine::execute(const gi::StepPlan& plan) {
   const bool use_graph = bucket > 0 && e.opt.cuda_graphs;
   const std::pair<int, int> key{use_graph ? bucket : 0, ctx_class};
   ++e.executed_steps;
-  e.run_ranks(fmt::format("step {}", e.executed_steps),
+  e.run_ranks("step", e.executed_steps,
               [&](int ri) { e.step_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, key); });
   if (e.keep) {
     // Tests only: the sampling rows' logits, every rank's vocabulary shard in order.
