@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,17 +47,27 @@ void run_validate(AppContext& ctx, const ValidateOptions& o) {
                                        model::load_frameworks(ctx.data()));
   if (!o.results.empty()) {
     std::vector<results::ResultSet> sets;
+    std::vector<std::string> names;  // of the files read, in the order of `sets`
     std::string spec_name;
     for (const auto& f : o.results) {
-      sets.push_back(results::read_result_file(f));
+      // Other tools' JSON (PyTorch references beside ours in bench/results) is skipped with a note;
+      // a malformed gpuscout file still stops the run.
+      std::string skip_reason;
+      auto set = results::read_result_file_or_skip(f, skip_reason);
+      if (!set) {
+        fmt::print(stderr, "gpuscout validate: skipping {}: {}\n", f, skip_reason);
+        continue;
+      }
+      sets.push_back(std::move(*set));
+      names.push_back(f);
       for (const auto& g : sets.back().gpus) {
         if (spec_name.empty() && !g.spec_name.empty()) spec_name = g.spec_name;
       }
     }
     if (spec_name.empty()) throw UsageError("--results: the files name no GPU of the spec database");
-    model::validate_own(report, sets, ctx.specs().get(spec_name), o.results);
+    model::validate_own(report, sets, ctx.specs().get(spec_name), names);
     model::validate_serving(report, sets, ctx.specs(), ctx.models(), model::load_calibrations(ctx.data()),
-                            model::load_frameworks(ctx.data()), o.results);
+                            model::load_frameworks(ctx.data()), names);
   }
   Table rows;
   rows.key = "rows";

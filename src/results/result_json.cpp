@@ -310,14 +310,48 @@ ResultSet result_from_json(const nlohmann::ordered_json& document, const std::st
   return result;
 }
 
-ResultSet read_result_file(const std::filesystem::path& path) {
+namespace {
+
+ojson parse_result_text(const std::filesystem::path& path) {
   const std::string text = read_file(path);
-  ojson document;
   try {
-    document = ojson::parse(text);
+    return ojson::parse(text);
   } catch (const ojson::parse_error& e) {
     throw DataError(path.string(), "", "", fmt::format("not valid JSON: {}", e.what()));
   }
+}
+
+}  // namespace
+
+ResultSet read_result_file(const std::filesystem::path& path) {
+  return result_from_json(parse_result_text(path), path.string());
+}
+
+std::optional<std::string> foreign_document_reason(const ojson& document) {
+  if (!document.is_object()) return fmt::format("the top level is a JSON {}, not an object", document.type_name());
+  for (const char* field : {"schema_version", "kind", "provenance", "records"}) {
+    if (document.contains(field)) return std::nullopt;
+  }
+  std::string keys;
+  int shown = 0;
+  for (const auto& [key, value] : document.items()) {
+    if (shown++ == 6) {
+      keys += ", ...";
+      break;
+    }
+    keys += (keys.empty() ? "" : ", ") + key;
+  }
+  return fmt::format("no schema_version, kind, provenance or records (top-level keys: {})",
+                     keys.empty() ? "none" : keys);
+}
+
+std::optional<ResultSet> read_result_file_or_skip(const std::filesystem::path& path, std::string& skip_reason) {
+  const ojson document = parse_result_text(path);
+  if (auto foreign = foreign_document_reason(document)) {
+    skip_reason = "not a gpuscout result file: " + *foreign;
+    return std::nullopt;
+  }
+  skip_reason.clear();
   return result_from_json(document, path.string());
 }
 

@@ -141,3 +141,19 @@ TEST(ResultSet, FailureOutcomesAndIncompleteRunsFail) {
 
 }  // namespace
 }  // namespace gpuscout::results
+
+TEST(ResultJson, ForeignDocumentsAreToldApartFromMalformedOnes) {
+  using nlohmann::ordered_json;
+  // Another tool's output: skipped by readers that take many files.
+  const auto torch =
+      gpuscout::results::foreign_document_reason(ordered_json{{"tool", "bench/gemm_reference.py"}, {"results", 1}});
+  ASSERT_TRUE(torch);
+  EXPECT_NE(torch->find("no schema_version"), std::string::npos);
+  EXPECT_NE(torch->find("tool, results"), std::string::npos);
+  EXPECT_TRUE(gpuscout::results::foreign_document_reason(ordered_json::array()));
+  // Anything that claims to be ours is judged by result_from_json instead, which names the field.
+  EXPECT_FALSE(gpuscout::results::foreign_document_reason(ordered_json{{"records", ordered_json::array()}}));
+  EXPECT_FALSE(gpuscout::results::foreign_document_reason(ordered_json{{"schema_version", "1.0"}}));
+  EXPECT_THROW(gpuscout::results::result_from_json(ordered_json{{"records", ordered_json::array()}}, "x.json"),
+               gpuscout::DataError);
+}
