@@ -58,6 +58,9 @@ constexpr const char* kListFlags[][2] = {
     {"coll-dtypes", "collectives: data types, e.g. float,bf16,half,double,int32 (default float)"},
     {"coll-iters", "collectives: back-to-back ops per timed sample (default 20, as nccl-tests -n)"},
     {"coll-inject-hang", "collectives (testing the watchdog): 1 = leave one rank out of the first collective"},
+    {"coll-nccl-profiler",
+     "collectives: on (default) = record the algorithm/protocol NCCL chose through gpuscout's NCCL profiler plugin; "
+     "off = do not load it"},
 };
 
 // Whether the flag `name` among `options` was given on the command line.

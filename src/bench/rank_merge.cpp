@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "gpuscout/bench/nccl_choice.hpp"
+
 namespace gpuscout::bench {
 
 nlohmann::ordered_json to_json(const RankInfo& info) {
@@ -115,6 +117,16 @@ results::Record merge_one(const std::vector<const results::Record*>& parts, cons
   if (any_wrong_field) out.extra["wrong_values"] = wrong;
   if (any_verified_field) out.extra["verified"] = verified;
   out.extra["ranks_merged"] = static_cast<int>(parts.size());
+  // What NCCL chose, as each rank's plugin saw it: every rank's entries, summarised again.
+  if (out.extra.contains("nccl_choice_by_rank")) {
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (const auto* p : parts) {
+      if (!p->extra.contains("nccl_choice_by_rank")) continue;
+      for (const auto& e : p->extra["nccl_choice_by_rank"]) all.push_back(e);
+    }
+    out.extra["nccl_choice_by_rank"] = std::move(all);
+    summarize_nccl_choice(out.extra);
+  }
   out.extra["per_rank_time_us"] = per_rank_time;
 
   // Time: the mean over ranks of each rank's statistic (nccl-tests -a 1); spread: widest ends.

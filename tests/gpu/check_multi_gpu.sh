@@ -56,6 +56,17 @@ for r in recs:
         if b is None or not (0.1 < b < 5000): fail.append(r["key"] + ": busbw " + str(b))
     if r.get("extra", {}).get("wrong_values", 0) != 0: fail.append(r["key"] + " has wrong values")
 if "nccl" not in res["provenance"]["software"]: fail.append("no NCCL version in provenance")
+# The algorithm/protocol NCCL chose, through gpuscout's profiler plugin (NCCL >= 2.23 has the interface).
+nccl = tuple(int(x) for x in res["provenance"]["software"].get("nccl", "0.0").split(".")[:2])
+for r in recs:
+    e = r.get("extra", {})
+    op = r["key"].split("/")[1]
+    if op in ("alltoall", "sendrecv"):
+        if e.get("algorithm") != "unknown" or "point-to-point" not in e.get("nccl_choice_unknown_reason", ""):
+            fail.append(r["key"] + ": send/recv should have no algorithm, with the reason")
+    elif nccl >= (2, 23) and (e.get("algorithm") in (None, "unknown") or e.get("protocol") in (None, "unknown")
+                              or not isinstance(e.get("channels"), int)):
+        fail.append(r["key"] + ": algorithm/protocol/channels not recorded: " + str(e.get("nccl_choice_unknown_reason")))
 if "links" not in res["topology"]: fail.append("no topology.links")
 '
 ops=all_reduce,all_gather,reduce_scatter,broadcast,alltoall,sendrecv

@@ -10,6 +10,9 @@
 // byte counts (bench::coll_counts, bench::busbw_factor). After timing, buffers are refilled with
 // deterministic data, outputs poisoned, one more op run and every output element compared with the
 // value bench::expected_value computes: the wrong-value count of nccl-tests.
+// What NCCL chose (algorithm, protocol, channels) is read from gpuscout's NCCL profiler plugin
+// (backends/cuda/nccl_profiler), which records only during that untimed verification op: the plugin
+// keeps NCCL's event mask at 0 while timing, so NCCL creates no profiler events then.
 // Watchdog: every wait for the GPU polls the streams and ncclCommGetAsyncError and, past
 // --coll-timeout, aborts every communicator (ncclCommAbort): the case is recorded as timeout and the
 // sweep ends. Communicators are blocking (a non-blocking one hands every launch to a helper thread
@@ -30,11 +33,13 @@
 #include <thread>
 
 #include "gpuscout/bench/collectives.hpp"
+#include "gpuscout/bench/nccl_choice.hpp"
 #include "gpuscout/bench/summary.hpp"
 #include "gpuscout/bench/watchdog.hpp"
 #include "gpuscout/cuda/bench_util.hpp"
 #include "gpuscout/cuda/benchmarks.hpp"
 #include "gpuscout/cuda/check.hpp"
+#include "gpuscout/cuda/nccl_profiler_control.hpp"
 #include "gpuscout/cuda/telemetry.hpp"
 #include "gpuscout/cuda/timing.hpp"
 
@@ -214,6 +219,14 @@ class CollectivesBenchmark final : public Benchmark {
     if (const auto& it = option_list(env.options, "coll-iters"); !it.empty()) iters_ = std::max(1, std::stoi(it[0]));
     samples_ = env.options.mode == BenchMode::quick ? 2 : (env.options.mode == BenchMode::full ? 5 : 3);
     inject_hang_ = !option_list(env.options, "coll-inject-hang").empty();
+    bool profiler_on = true;
+    if (const auto& p = option_list(env.options, "coll-nccl-profiler"); !p.empty()) {
+      if (p[0] != "on" && p[0] != "off") throw UsageError("--coll-nccl-profiler: on or off, not '" + p[0] + "'");
+      profiler_on = p[0] == "on";
+    }
+    // Short timed windows make small-message times depend on clocks and scheduling of the moment:
+    // every case gets at least this much timed work (quick runs excepted).
+    min_timed_s_ = env.options.mode == BenchMode::quick ? 0.0 : 0.05;
 
     // Buffers: the largest send and receive over every case.
     std::uint64_t max_bytes = 0;
@@ -244,7 +257,10 @@ class CollectivesBenchmark final : public Benchmark {
         GPUSCOUT_CUDA_CHECK(cudaMalloc(&r.wrong, sizeof(unsigned long long)));
       }
       start_guard(world);
+      profiler_.prepare(profiler_on);  // before the first communicator: NCCL reads NCCL_PROFILER_PLUGIN then
       init_comms(world, nranks);
+      choice_unavailable_ = profiler_.unavailable_reason(nccl_version_);
+      if (!choice_unavailable_.empty()) env.report("NCCL algorithm/protocol not recorded: " + choice_unavailable_);
     } catch (const std::exception& e) {
       results::Record r;
       r.key = "collectives/init";
@@ -322,6 +338,10 @@ class CollectivesBenchmark final : public Benchmark {
   bool inject_hang_ = false;
   bool injected_ = false;
   int iters_ = 20, samples_ = 3;
+  double min_timed_s_ = 0.05;
+  static constexpr int kMaxSamples = 100;
+  NcclProfilerControl profiler_;
+  std::string choice_unavailable_;  // empty when the plugin reports NCCL's choices
   std::string nccl_version_, launcher_;
   nlohmann::ordered_json nccl_env_;
 
@@ -566,10 +586,6 @@ class CollectivesBenchmark final : public Benchmark {
     rec.extra["distributed"] = true;
     rec.extra["nccl_version"] = nccl_version_;
     rec.extra["nccl_env"] = nccl_env_;
-    rec.extra["algorithm"] =
-        nccl_env_.contains("NCCL_ALGO") ? nccl_env_["NCCL_ALGO"] : "chosen by NCCL (NCCL_ALGO unset)";
-    rec.extra["protocol"] =
-        nccl_env_.contains("NCCL_PROTO") ? nccl_env_["NCCL_PROTO"] : "chosen by NCCL (NCCL_PROTO unset)";
     const std::string what = fmt::format("{} {} ({}, {})", bench::to_string(c), bench::format_bytes(size), t.name,
                                          in_place ? "in place" : "out of place");
     try {
@@ -595,15 +611,23 @@ class CollectivesBenchmark final : public Benchmark {
         enqueue(c, k, t.size, ops.nccl, in_place, nranks, true);
         wait_streams(what, env.interrupted);
       }
+      // Samples of iters_ back-to-back ops, each timed as nccl-tests times its one loop per size; at
+      // least samples_ of them and min_timed_s_ of timed work, at most kMaxSamples. Every rank
+      // decides alike from its own clock, so rank 0's verdict is broadcast under MPI.
       std::vector<double> per_op;
-      for (int s = 0; s < samples_; ++s) {
+      double timed_s = 0;
+      for (int s = 0; s < kMaxSamples; ++s) {
         world.barrier();
         const auto t0 = std::chrono::steady_clock::now();
         for (int it = 0; it < iters_; ++it) enqueue(c, k, t.size, ops.nccl, in_place, nranks);
         wait_streams(what, env.interrupted);
         const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         per_op.push_back(sec / iters_);
-        if (s >= 1 && sec > 2.0) break;  // large sizes: two samples of >= 2 s are enough
+        timed_s += sec;
+        int more = s + 1 < samples_ || timed_s < min_timed_s_;
+        if (s >= 1 && sec > 2.0) more = 0;  // large sizes: two samples of >= 2 s are enough
+        world.broadcast(&more, sizeof(more), 0);
+        if (more == 0) break;
       }
       rec.telemetry = telemetry.finish();
       const auto times = bench::summarize(per_op);
@@ -617,12 +641,18 @@ class CollectivesBenchmark final : public Benchmark {
                              fmt::format("algbw x {:.4g} (nccl-tests factor for {} ranks)", factor, nranks)));
       rec.extra["timing"] = fmt::format(
           "2 untimed ops, then {} samples of {} back-to-back ops between host clock reads (ranks aligned by a "
-          "barrier before each sample); median of samples",
-          per_op.size(), iters_);
-      // Verification: fresh data, poisoned output, one more op, every output element compared.
+          "barrier before each sample; at least {:g} s timed in all), no CUDA graph; time = median of samples, "
+          "spread.mean = nccl-tests' statistic (mean time per op over its timed loop)",
+          per_op.size(), iters_, min_timed_s_);
+      // Verification: fresh data, poisoned output, one more op, every output element compared. The
+      // plugin records what NCCL chose for this op only.
       fill(c, k, t, ops, in_place, true);
-      enqueue(c, k, t.size, ops.nccl, in_place, nranks);
+      {
+        RecordingScope recording(profiler_, choice_unavailable_.empty());
+        enqueue(c, k, t.size, ops.nccl, in_place, nranks);
+      }
       wait_streams(what, env.interrupted);
+      record_nccl_choice(rec, c, k, t);
       std::uint64_t wrong = 0;
       for (const LocalRank& r : ranks_) {
         GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.gpu));
@@ -661,6 +691,43 @@ class CollectivesBenchmark final : public Benchmark {
       abort_all();
     }
     return rec;
+  }
+
+  // Recording on for one scope only, so that an exception cannot leave it on for timed ops.
+  struct RecordingScope {
+    RecordingScope(const NcclProfilerControl& p, bool on) : p_(p), on_(on) {
+      if (on_) {
+        p_.clear();
+        p_.set_recording(true);
+      }
+    }
+    ~RecordingScope() {
+      if (on_) p_.set_recording(false);
+    }
+    const NcclProfilerControl& p_;
+    bool on_;
+  };
+
+  // extra: algorithm, protocol, channels as each local rank's communicator reported them.
+  void record_nccl_choice(results::Record& rec, Collective c, const bench::CollCounts& k,
+                          const bench::DataType& t) const {
+    nlohmann::ordered_json by_rank = nlohmann::ordered_json::array();
+    for (const LocalRank& r : ranks_) {
+      const bench::NcclCallKey key = bench::nccl_event_key(c, r.rank, k.param_count, t);
+      std::optional<bench::NcclChoice> found;
+      std::string why = choice_unavailable_;
+      if (why.empty()) {
+        found = profiler_.find(key);
+        if (!found) found = profiler_.find_any_count(key.rank, key.func, key.datatype);
+        if (!found) {
+          why = fmt::format("NCCL's profiler reported no {} event of {} for this call", key.func, key.datatype);
+        }
+      }
+      by_rank.push_back(bench::nccl_rank_choice(r.rank, found, bench::nccl_has_algorithm(c), why));
+    }
+    rec.extra["nccl_choice_by_rank"] = std::move(by_rank);
+    bench::summarize_nccl_choice(rec.extra);
+    if (choice_unavailable_.empty()) rec.extra["nccl_choice_source"] = profiler_.source();
   }
 
   void fill(Collective c, const bench::CollCounts& k, const bench::DataType& t, const TypeOps& ops, bool in_place,
