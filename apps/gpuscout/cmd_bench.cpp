@@ -73,7 +73,7 @@ bool flag_given(const std::vector<std::pair<std::string, CLI::Option*>>& options
 
 // The serve benchmark's flags as typed; serve_options() validates them.
 struct ServeFlags {
-  std::string model, scenario, lengths, batches, prefills;
+  std::string model, scenario, lengths, batches, prefills, weights;
   int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0;
   std::int64_t kv_blocks = 0;
   std::uint64_t seed = 1;
@@ -161,6 +161,7 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
   o.model_slug = bench::model_slug(info.name);
   o.model.check_tensor_parallel(o.tp);
 
+  if (s.given("weights")) o.weights = infer::parse_weight_format(s.weights, "--weights");
   if (s.given("serve-batch")) o.decode_batches = positive_int_list(s.batches, "serve-batch", "1,8,32");
   if (s.given("serve-prefill")) o.prefill_tokens = positive_int_list(s.prefills, "serve-prefill", "2048,8192");
   if (s.given("isl")) o.isl = s.isl;
@@ -650,6 +651,8 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
       "model", sf.model,
       fmt::format("serve, train-step: catalog model (default {}; `gpuscout models list`)", bench::kDefaultServeModel));
   serve_flag("tp", sf.tp, "serve: tensor-parallel GPUs (default: the number of --gpus, else 1)");
+  serve_flag("weights", sf.weights,
+             "serve: projection weights bf16 or fp8 (E4M3 per-tensor scales, compute capability 8.9+; default bf16)");
   serve_flag("serve-batch", sf.batches, "serve: decode batch sizes of the roofline cases (default 1,8,32)");
   serve_flag("serve-prefill", sf.prefills, "serve: prompt lengths of the prefill cases (default 8192)");
   serve_flag("isl", sf.isl, "serve: input tokens per request: decode context, static batch, load (default 512)");

@@ -15,11 +15,14 @@ std::int64_t layer_params(const infer::TransformerConfig& m) {
 }
 
 DecodeStepBytes decode_step_bytes(const infer::TransformerConfig& m, int batch, int context, int tp,
-                                  int bytes_per_element) {
+                                  infer::WeightFormat format) {
+  constexpr int kBf16 = 2;
   DecodeStepBytes b;
   const std::int64_t embedding = m.tied_embeddings ? 0 : std::int64_t{m.vocab} * m.hidden;
-  b.weight_bytes = (m.weight_params() - embedding) * bytes_per_element;
-  b.kv_bytes = std::int64_t{batch} * (context + 1) * m.kv_bytes_per_token(bytes_per_element);
+  const std::int64_t projections = m.projection_params();
+  const std::int64_t others = m.weight_params() - embedding - projections;
+  b.weight_bytes = projections * (format == infer::WeightFormat::fp8_e4m3 ? 1 : kBf16) + others * kBf16;
+  b.kv_bytes = std::int64_t{batch} * (context + 1) * m.kv_bytes_per_token(kBf16);
   b.per_gpu = static_cast<double>(b.weight_bytes + b.kv_bytes) / tp;
   return b;
 }
@@ -44,19 +47,27 @@ double prefill_flops(const infer::TransformerConfig& m, std::int64_t tokens) {
   return matmuls + attention + lm_head;
 }
 
-int annotate_prefill_vs_gemm(std::vector<results::Record>& records) {
+namespace {
+
+// The fastest passed square GEMM of `precision` ("bf16", "fp8") in `records`, or null.
+const results::Record* best_square_gemm(const std::vector<results::Record>& records, const std::string& precision) {
+  const std::string prefix = fmt::format("gemm/{}/m", precision);
   const results::Record* best = nullptr;
   double best_tflops = 0;
   for (const results::Record& r : records) {
-    if (r.benchmark != "gemm" || r.outcome != results::Outcome::passed || r.key.rfind("gemm/bf16/m", 0) != 0) continue;
+    if (r.benchmark != "gemm" || r.outcome != results::Outcome::passed || r.key.rfind(prefix, 0) != 0) continue;
     const auto& p = r.params;
     const bool square = p.contains("m") && p.contains("n") && p.contains("k") && p["m"] == p["n"] && p["n"] == p["k"];
     const results::Metric* m = r.find_metric("throughput");
     if (!square || m == nullptr || m->unit != "TFLOP/s") continue;
     if (m->value > best_tflops) best = &r, best_tflops = m->value;
   }
-  if (best == nullptr) return 0;
-  const std::string gemm_key = best->key;
+  return best;
+}
+
+}  // namespace
+
+int annotate_prefill_vs_gemm(std::vector<results::Record>& records) {
   int annotated = 0;
   for (results::Record& r : records) {
     if (r.benchmark != "serve" || r.outcome != results::Outcome::passed || r.key.rfind("serve/prefill/", 0) != 0) {
@@ -64,15 +75,21 @@ int annotate_prefill_vs_gemm(std::vector<results::Record>& records) {
     }
     const results::Metric* m = r.find_metric("throughput");
     if (m == nullptr || m->unit != "TFLOP/s") continue;
+    // The engine's GEMM precision: FP8 weights multiply FP8-quantized activations.
+    const std::string precision =
+        r.params.contains("dtype") && r.params["dtype"].is_string() ? r.params["dtype"].get<std::string>() : "bf16";
+    const results::Record* gemm = best_square_gemm(records, precision);
+    if (gemm == nullptr) continue;
+    const double gemm_tflops = gemm->find_metric("throughput")->value;
     results::Metric pct;
     pct.name = "throughput_pct_of_gemm";
-    pct.value = 100.0 * m->value / best_tflops;
+    pct.value = 100.0 * m->value / gemm_tflops;
     pct.unit = "%";
     pct.statistic = "value";
-    pct.note = fmt::format("prefill TFLOP/s over the best BF16 square GEMM of this run ({}: {:.1f} TFLOP/s)", gemm_key,
-                           best_tflops);
+    pct.note = fmt::format("prefill TFLOP/s over the best {} square GEMM of this run ({}: {:.1f} TFLOP/s)", precision,
+                           gemm->key, gemm_tflops);
+    r.extra["gemm_reference"] = {{"key", gemm->key}, {"throughput_tflops", gemm_tflops}};
     r.metrics.push_back(std::move(pct));
-    r.extra["gemm_reference"] = {{"key", gemm_key}, {"throughput_tflops", best_tflops}};
     ++annotated;
   }
   return annotated;

@@ -23,6 +23,16 @@ Tensor make_weight(std::uint64_t seed, WeightKind kind, std::uint32_t layer, std
   return t;
 }
 
+// A projection matrix as the FP8 engine holds it: E4M3 codes times the per-tensor scale.
+Tensor make_fp8_weight(std::uint64_t seed, WeightKind kind, std::uint32_t layer, std::int64_t rows, int in_features) {
+  const std::uint64_t stream = tensor_stream(seed, kind, layer);
+  const float scale = fp8_weight_scale(in_features);
+  Tensor t(static_cast<std::size_t>(rows) * in_features);
+  for (std::size_t i = 0; i < t.size(); ++i)
+    t[i] = e4m3_bits_to_float(fp8_weight_code(stream, kind, i, in_features, scale)) * scale;
+  return t;
+}
+
 Tensor concat_rows(const Tensor& a, const Tensor& b, const Tensor& c = {}) {
   Tensor out;
   out.reserve(a.size() + b.size() + c.size());
@@ -257,18 +267,24 @@ ReferenceModel::ReferenceModel(TransformerConfig config, ReferenceOptions option
   const TransformerConfig& c = m.config;
   const std::uint64_t seed = options.weight_seed;
   m.embedding = make_weight(seed, WeightKind::embedding, 0, c.vocab, c.hidden);
+  // Projection matrices (not the embedding, norms or LM head): BF16, or FP8 values as the FP8
+  // engine stores them.
+  auto projection = [&](WeightKind kind, std::uint32_t layer, std::int64_t rows, int in_features) {
+    return options.fp8_weights ? make_fp8_weight(seed, kind, layer, rows, in_features)
+                               : make_weight(seed, kind, layer, rows, in_features);
+  };
   for (int l = 0; l < c.layers; ++l) {
     const auto layer = static_cast<std::uint32_t>(l);
     LayerWeights w;
     w.attn_norm = make_weight(seed, WeightKind::attn_norm, layer, 1, c.hidden);
-    w.wqkv = concat_rows(make_weight(seed, WeightKind::wq, layer, c.q_dim(), c.hidden),
-                         make_weight(seed, WeightKind::wk, layer, c.kv_dim(), c.hidden),
-                         make_weight(seed, WeightKind::wv, layer, c.kv_dim(), c.hidden));
-    w.wo = make_weight(seed, WeightKind::wo, layer, c.hidden, c.q_dim());
+    w.wqkv = concat_rows(projection(WeightKind::wq, layer, c.q_dim(), c.hidden),
+                         projection(WeightKind::wk, layer, c.kv_dim(), c.hidden),
+                         projection(WeightKind::wv, layer, c.kv_dim(), c.hidden));
+    w.wo = projection(WeightKind::wo, layer, c.hidden, c.q_dim());
     w.mlp_norm = make_weight(seed, WeightKind::mlp_norm, layer, 1, c.hidden);
-    w.w_gate_up = concat_rows(make_weight(seed, WeightKind::w_gate, layer, c.ffn_hidden, c.hidden),
-                              make_weight(seed, WeightKind::w_up, layer, c.ffn_hidden, c.hidden));
-    w.w_down = make_weight(seed, WeightKind::w_down, layer, c.hidden, c.ffn_hidden);
+    w.w_gate_up = concat_rows(projection(WeightKind::w_gate, layer, c.ffn_hidden, c.hidden),
+                              projection(WeightKind::w_up, layer, c.ffn_hidden, c.hidden));
+    w.w_down = projection(WeightKind::w_down, layer, c.hidden, c.ffn_hidden);
     m.layers.push_back(std::move(w));
   }
   m.final_norm = make_weight(seed, WeightKind::final_norm, 0, 1, c.hidden);

@@ -108,14 +108,28 @@ TransformerConfig TransformerConfig::tiny() {
   return c;
 }
 
+std::int64_t TransformerConfig::projection_params() const {
+  const std::int64_t h = hidden;
+  const std::int64_t attention = h * qkv_dim() + static_cast<std::int64_t>(q_dim()) * h;
+  const std::int64_t mlp = 3 * h * ffn_hidden;
+  return layers * (attention + mlp);
+}
+
 std::int64_t TransformerConfig::weight_params() const {
   const std::int64_t h = hidden;
   const std::int64_t embedding = static_cast<std::int64_t>(vocab) * h;
-  const std::int64_t attention = h * qkv_dim() + static_cast<std::int64_t>(q_dim()) * h;
-  const std::int64_t mlp = 3 * h * ffn_hidden;
-  const std::int64_t norms = 2 * h;
-  const std::int64_t per_layer = attention + mlp + norms;
-  return embedding + layers * per_layer + h + (tied_embeddings ? 0 : embedding);
+  const std::int64_t norms = layers * 2 * h + h;
+  return embedding + projection_params() + norms + (tied_embeddings ? 0 : embedding);
+}
+
+const char* to_string(WeightFormat format) {
+  return format == WeightFormat::fp8_e4m3 ? "fp8" : "bf16";
+}
+
+WeightFormat parse_weight_format(const std::string& text, const std::string& flag) {
+  if (text == "bf16") return WeightFormat::bf16;
+  if (text == "fp8") return WeightFormat::fp8_e4m3;
+  throw UsageError(fmt::format("{}: expected bf16 or fp8 (FP8 E4M3 projection weights), got '{}'", flag, text));
 }
 
 std::int64_t TransformerConfig::kv_bytes_per_token(int bytes_per_element) const {

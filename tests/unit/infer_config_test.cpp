@@ -98,6 +98,20 @@ TEST(TransformerConfig, RejectsWhatTheEngineDoesNotImplement) {
   }
 }
 
+TEST(TransformerConfig, ProjectionParamsAndWeightFormats) {
+  const TransformerConfig c = TransformerConfig::tiny();
+  // 2 x (128 x 256 + 128 x 128 + 3 x 128 x 256), the rest is embedding, norms and LM head.
+  EXPECT_EQ(c.projection_params(), 294912);
+  EXPECT_EQ(c.weight_params() - c.projection_params(), 2 * 512 * 128 + 2 * 2 * 128 + 128);
+  EXPECT_EQ(parse_weight_format("bf16", "--weights"), WeightFormat::bf16);
+  EXPECT_EQ(parse_weight_format("fp8", "--weights"), WeightFormat::fp8_e4m3);
+  EXPECT_STREQ(to_string(WeightFormat::fp8_e4m3), "fp8");
+  const std::string e = usage_error_of([] { parse_weight_format("int8", "--weights"); });
+  EXPECT_NE(e.find("--weights"), std::string::npos);
+  EXPECT_NE(e.find("bf16 or fp8"), std::string::npos);
+  EXPECT_NE(e.find("int8"), std::string::npos);
+}
+
 TEST(TransformerConfig, Tiny) {
   const TransformerConfig c = TransformerConfig::tiny();
   EXPECT_EQ(c.layers, 2);

@@ -47,12 +47,19 @@ StepPlan plan_of(std::vector<SeqChunk> chunks) {
 
 // A plain, unpaged implementation written from the conventions (kernels.hpp), weights computed
 // element by element from weights.hpp: an independent check of indexing, layouts and rounding.
-std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed,
-                                const std::vector<std::int32_t>& tokens) {
+// fp8: projection weights are E4M3 codes of value / (bound / 448) times that scale.
+std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed, const std::vector<std::int32_t>& tokens,
+                                bool fp8 = false) {
   auto w = [&](WeightKind kind, int layer, std::int64_t row, std::int64_t col, int in) {
     if (kind == WeightKind::lm_head && c.tied_embeddings) kind = WeightKind::embedding, layer = 0;
-    return round_to_bf16(weight_value(tensor_stream(seed, kind, static_cast<std::uint32_t>(layer)), kind,
-                                      static_cast<std::uint64_t>(row * in + col), in));
+    const float value = weight_value(tensor_stream(seed, kind, static_cast<std::uint32_t>(layer)), kind,
+                                     static_cast<std::uint64_t>(row * in + col), in);
+    const bool projection = kind == WeightKind::wq || kind == WeightKind::wk || kind == WeightKind::wv ||
+                            kind == WeightKind::wo || kind == WeightKind::w_gate || kind == WeightKind::w_up ||
+                            kind == WeightKind::w_down;
+    if (!(fp8 && projection)) return round_to_bf16(value);
+    const float scale = std::sqrt(3.0f / static_cast<float>(in)) / 448.0f;
+    return e4m3_bits_to_float(float_to_e4m3_bits(value / scale)) * scale;
   };
   auto norm = [&](const std::vector<float>& x, WeightKind kind, int layer) {
     double ss = 0;
@@ -163,6 +170,26 @@ TEST(ReferenceModel, MatchesAPlainImplementationOfTheConventions) {
       EXPECT_EQ(v, round_to_bf16(v));
     }
   }
+}
+
+TEST(ReferenceModel, Fp8WeightsMatchThePlainImplementationAndStayCloseToBf16) {
+  const TransformerConfig c = TransformerConfig::tiny();
+  ReferenceOptions fp8 = small_options();
+  fp8.fp8_weights = true;
+  ReferenceModel model(c, fp8);
+  const auto prompt = prompt_of(4, 11);
+  model.execute(plan_of({chunk(4, 0, 0, prompt, {3, 7, 1}, true)}));
+  ASSERT_EQ(model.last_logits().size(), 1u);
+  EXPECT_LT(max_abs_difference(model.last_logits()[0], naive_logits(c, 1, prompt, true)), 1e-6f);
+  // Quantization error, not a different model: a few percent of the logits' scale.
+  const auto bf16 = naive_logits(c, 1, prompt, false);
+  double diff2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < bf16.size(); ++i) {
+    diff2 += std::pow(model.last_logits()[0][i] - bf16[i], 2);
+    ref2 += std::pow(bf16[i], 2);
+  }
+  EXPECT_GT(std::sqrt(diff2 / ref2), 1e-3);
+  EXPECT_LT(std::sqrt(diff2 / ref2), 0.1);
 }
 
 TEST(ReferenceModel, SameSeedSameLogitsOtherSeedOtherLogits) {

@@ -11,6 +11,7 @@ namespace gpuscout::bench {
 namespace {
 
 using infer::TransformerConfig;
+using infer::WeightFormat;
 using results::Outcome;
 using results::Record;
 
@@ -63,9 +64,11 @@ TEST(ServeMetrics, DecodeStepBytesByHand) {
   TransformerConfig tied = TransformerConfig::tiny();
   tied.tied_embeddings = true;
   EXPECT_EQ(decode_step_bytes(tied, 2, 9, 2).weight_bytes, 722176);
-  // FP8 halves both.
-  EXPECT_EQ(decode_step_bytes(TransformerConfig::tiny(), 2, 9, 1, 1).weight_bytes, 361088);
-  EXPECT_EQ(decode_step_bytes(TransformerConfig::tiny(), 2, 9, 1, 1).kv_bytes, 5120);
+  // FP8 projections: 2 layers x (128 x 256 QKV + 128 x 128 O + 3 x 128 x 256 MLP) = 294912 at
+  // 1 B, the other 66176 (norms, final norm, LM head) at 2 B: 427264 B; the KV cache stays BF16.
+  const DecodeStepBytes fp8 = decode_step_bytes(TransformerConfig::tiny(), 2, 9, 1, WeightFormat::fp8_e4m3);
+  EXPECT_EQ(fp8.weight_bytes, 427264);
+  EXPECT_EQ(fp8.kv_bytes, 10240);
 
   // The params of the committed serve runs (bench/results/h200-serve-llama-3.1-8b-20261130.json and
   // h200x2-serve-llama-3.1-70b-tp2-20261130.json).
@@ -141,6 +144,22 @@ TEST(ServeMetrics, PrefillAgainstTheBestSquareBf16Gemm) {
     EXPECT_EQ(records[i].find_metric("throughput_pct_of_gemm"), nullptr) << records[i].key;
     EXPECT_FALSE(records[i].extra.contains("gemm_reference")) << records[i].key;
   }
+}
+
+TEST(ServeMetrics, Fp8PrefillAgainstTheBestSquareFp8Gemm) {
+  std::vector<Record> records = {gemm("bf16", 8192, 8192, 8192, 700), gemm("fp8", 8192, 8192, 8192, 1250),
+                                 serve("serve/prefill/llama-3.1-8b/tp1-fp8/t8192", 800, "TFLOP/s"),
+                                 serve("serve/prefill/llama-3.1-8b/tp1/t8192", 476, "TFLOP/s")};
+  records[2].params["dtype"] = "fp8";
+  EXPECT_EQ(annotate_prefill_vs_gemm(records), 2);
+  EXPECT_DOUBLE_EQ(records[2].find_metric("throughput_pct_of_gemm")->value, 64.0);  // 800 / 1250
+  EXPECT_EQ(records[2].extra["gemm_reference"]["key"], "gemm/fp8/m8192_n8192_k8192");
+  EXPECT_DOUBLE_EQ(records[3].find_metric("throughput_pct_of_gemm")->value, 68.0);  // 476 / 700
+  // No FP8 GEMM in the run: the FP8 prefill is left alone, not compared with the BF16 rate.
+  records = {gemm("bf16", 8192, 8192, 8192, 700), serve("serve/prefill/llama-3.1-8b/tp1-fp8/t8192", 800, "TFLOP/s")};
+  records[1].params["dtype"] = "fp8";
+  EXPECT_EQ(annotate_prefill_vs_gemm(records), 0);
+  EXPECT_EQ(records[1].find_metric("throughput_pct_of_gemm"), nullptr);
 }
 
 TEST(ServeMetrics, NoGemmReferenceLeavesPrefillAlone) {

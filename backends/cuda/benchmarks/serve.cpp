@@ -39,7 +39,6 @@ using results::Record;
 
 constexpr std::uint64_t kCopyBytes = std::uint64_t{4} << 30;
 constexpr std::uint64_t kPromptSeed = 1;  // prompts of the decode/prefill cases, as EngineSut's default
-constexpr int kBf16Bytes = 2;
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
@@ -51,7 +50,8 @@ class ServeBenchmark final : public Benchmark {
   std::string key() const override { return "serve"; }
   std::string description() const override {
     return fmt::format(
-        "LLM serving on the gpuscout CUDA engine (BF16, random weights; --model, default {}): decode ms/step and "
+        "LLM serving on the gpuscout CUDA engine (BF16 or --weights fp8, random weights; --model, default {}): decode "
+        "ms/step and "
         "% of the HBM roofline at batch 1/8/32, 8k-token prefill TFLOP/s, a 32-request static batch end to end, "
         "and --scenario offline|server|single-stream load runs with TTFT/TPOT/p99 and --find-peak",
         bench::kDefaultServeModel);
@@ -74,7 +74,7 @@ struct Run {
   const BenchEnv& env;
   const bench::ServeOptions& o;
   std::vector<int> gpus;  // one per TP rank
-  std::string tag;        // "<model>/tp<N>", the middle of every key
+  std::string tag;        // "<model>/tp<N>" ("-fp8" appended for FP8 weights), the middle of every key
   std::vector<Record> records;
   std::optional<double> copy_gbps;  // serve/copy, when measured
   ci::EngineInfo info;
@@ -88,7 +88,7 @@ struct Run {
     r.params = std::move(params);
     r.params["model"] = o.model.name;
     r.params["tp"] = o.tp;
-    r.params["dtype"] = "bf16";
+    r.params["dtype"] = core::to_string(o.weights);
     return r;
   }
   void skip(Record r, Outcome outcome, std::string reason) {
@@ -224,7 +224,7 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
   const std::string key = fmt::format("serve/decode/{}/b{}_ctx{}", run.tag, batch, context);
   if (!wanted(run.env.options, key)) return;
   // Bytes one step must read, over all GPUs (bench::decode_step_bytes says which).
-  const bench::DecodeStepBytes bytes = bench::decode_step_bytes(m, batch, context, run.o.tp, kBf16Bytes);
+  const bench::DecodeStepBytes bytes = bench::decode_step_bytes(m, batch, context, run.o.tp, run.o.weights);
   const std::int64_t weight_read = bytes.weight_bytes;
   const std::int64_t kv_read = bytes.kv_bytes;
   const double bytes_per_gpu = bytes.per_gpu;
@@ -315,7 +315,8 @@ void prefill_case(Run& run, ci::CudaEngine& engine, int tokens) {
                                          "prefill FLOPs (params: flops_formula) per GPU per second"));
   r.metrics.push_back(bench::time_metric("time", "ms", 1e3, times, "wall time of the prefill step"));
   r.metrics.push_back(bench::rate_metric("prefill_throughput", "tokens/s", tokens, times, "prompt tokens per second"));
-  bench::set_peak_reference(r, "throughput", "dense_tflops/bf16");
+  bench::set_peak_reference(r, "throughput",
+                            run.o.weights == core::WeightFormat::fp8_e4m3 ? "dense_tflops/fp8" : "dense_tflops/bf16");
   run.env.report(fmt::format("{}: {:.1f} ms, {:.0f} TFLOP/s per GPU", key, times.median * 1e3,
                              flops / run.o.tp / times.median / 1e12));
   run.records.push_back(std::move(r));
@@ -342,7 +343,7 @@ nlohmann::ordered_json load_params(const Run& run, const serve::LoadSettings& s)
   nlohmann::ordered_json p;
   p["model"] = run.o.model.name;
   p["tp"] = run.o.tp;
-  p["dtype"] = "bf16";
+  p["dtype"] = core::to_string(run.o.weights);
   if (s.lengths.kind == serve::LengthSpec::Kind::from_file) {
     p["lengths"] = s.lengths.source;
   } else {
@@ -436,7 +437,8 @@ void load_case(Run& run, ci::CudaEngine& engine) {
 
 std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   const bench::ServeOptions& o = env.options.serve;
-  Run run{env, o, {}, fmt::format("{}/tp{}", o.model_slug, o.tp), {}, std::nullopt, {}, {}};
+  const bool fp8 = o.weights == core::WeightFormat::fp8_e4m3;
+  Run run{env, o, {}, fmt::format("{}/tp{}{}", o.model_slug, o.tp, fp8 ? "-fp8" : ""), {}, std::nullopt, {}, {}};
   if (o.tp > 1) {
     if (static_cast<int>(env.gpus.size()) < o.tp) {
       throw UsageError(fmt::format("--tp {}: needs {} GPUs, {} given", o.tp, o.tp, env.gpus.size()));
@@ -463,6 +465,7 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
       std::max(eo.max_step_tokens, *std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()));
   eo.max_context = o.max_sequence_tokens();
   eo.collective_timeout_s = env.options.coll_timeout_s;
+  eo.fp8_weights = fp8;
 
   const std::string engine_key = fmt::format("serve/engine/{}", run.tag);
   Record engine_record = run.make(engine_key, {{"kv_block_size", eo.kv_block_size},
@@ -472,8 +475,8 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
                                                {"max_context", eo.max_context},
                                                {"max_kv_blocks", eo.max_kv_blocks},
                                                {"cuda_graphs", eo.cuda_graphs}});
-  env.report(
-      fmt::format("{}: building {} (BF16, TP {}) on GPU {}", engine_key, o.model.name, o.tp, fmt::join(run.gpus, ",")));
+  env.report(fmt::format("{}: building {} ({} weights, TP {}) on GPU {}", engine_key, o.model.name,
+                         fp8 ? "FP8" : "BF16", o.tp, fmt::join(run.gpus, ",")));
   std::unique_ptr<ci::CudaEngine> engine;
   const auto t0 = Clock::now();
   try {

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -120,15 +121,15 @@ Shard make_shard(const gi::TransformerConfig& c, int tp, int rank) {
   return s;
 }
 
-// BF16 weight bytes one GPU holds at tensor-parallel degree `tp` (the largest shard).
-std::int64_t weight_bytes_per_gpu(const gi::TransformerConfig& c, int tp) {
+// Weight bytes one GPU holds at tensor-parallel degree `tp` (the largest shard): BF16, or FP8
+// projection matrices (1 byte) with BF16 embedding, norms and LM head.
+std::int64_t weight_bytes_per_gpu(const gi::TransformerConfig& c, int tp, bool fp8) {
   const Shard s = make_shard(c, tp, 0);
   const std::int64_t h = c.hidden;
-  const std::int64_t per_layer =
-      static_cast<std::int64_t>(s.qkv_dim) * h + h * s.q_dim + 2ll * s.ffn * h + h * s.ffn + 2 * h;
-  std::int64_t n = c.layers * per_layer + static_cast<std::int64_t>(c.vocab) * h + h;
-  if (!c.tied_embeddings) n += static_cast<std::int64_t>(s.vocab_stride) * h;
-  return n * 2;
+  const std::int64_t projections = static_cast<std::int64_t>(s.qkv_dim) * h + h * s.q_dim + 3ll * s.ffn * h;
+  std::int64_t bf16_elements = c.layers * 2 * h + static_cast<std::int64_t>(c.vocab) * h + h;
+  if (!c.tied_embeddings) bf16_elements += static_cast<std::int64_t>(s.vocab_stride) * h;
+  return 2 * bf16_elements + c.layers * projections * (fp8 ? 1 : 2);
 }
 
 std::int64_t kv_bytes_per_block(const gi::TransformerConfig& c, int tp, int block_size) {
@@ -256,10 +257,14 @@ class RankPool {
 };
 
 struct LayerWeights {
-  bf16 *attn_norm = nullptr, *wqkv = nullptr, *wo = nullptr, *mlp_norm = nullptr, *w_gate_up = nullptr,
-       *w_down = nullptr;
+  bf16 *attn_norm = nullptr, *mlp_norm = nullptr;
+  void *wqkv = nullptr, *wo = nullptr, *w_gate_up = nullptr, *w_down = nullptr;  // BF16 or E4M3 codes
   bf16 *k_cache = nullptr, *v_cache = nullptr;
 };
+
+// The GEMM classes with FP8 weights, in the order of their scales on the GPU.
+enum Fp8Class { fp8_qkv, fp8_o, fp8_gate_up, fp8_down, fp8_classes };
+constexpr int kFp8ScaleStride = static_cast<int>(kAlign / sizeof(float));
 
 // Everything one GPU holds.
 struct Rank {
@@ -281,6 +286,11 @@ struct Rank {
   float *cand_value = nullptr, *all_value = nullptr;
   void *attn_workspace = nullptr, *lt_workspace = nullptr;
   std::int32_t* meta = nullptr;
+  // FP8 weights only: quantized activations, the quantization's scratch words, per-class scales.
+  std::uint8_t* x_fp8 = nullptr;
+  std::size_t x_fp8_bytes = 0;
+  Fp8Scratch fp8_scratch;
+  float* fp8_scales = nullptr;  // class c's scale at fp8_scales[c * kFp8ScaleStride]
   std::unique_ptr<GemmRunner> gemm;
   int g_qkv = 0, g_o = 0, g_gate_up = 0, g_down = 0, g_lm = 0;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs;  // (decode bucket, context class) -> replayable step
@@ -365,16 +375,19 @@ CudaEngine::Impl::~Impl() {
 void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
   const Shard& s = r.shard;
   const int hidden = cfg.hidden;
+  const bool fp8 = opt.fp8_weights;
+  const std::size_t weight_size = fp8 ? 1 : sizeof(bf16);
   auto layout = [&](Carver& c) {
+    auto projection = [&](std::size_t count) -> void* { return c.take<std::uint8_t>(count * weight_size); };
     r.embedding = c.take<bf16>(static_cast<std::size_t>(cfg.vocab) * hidden);
     r.layers.assign(static_cast<std::size_t>(cfg.layers), {});
     for (auto& l : r.layers) {
       l.attn_norm = c.take<bf16>(hidden);
-      l.wqkv = c.take<bf16>(static_cast<std::size_t>(s.qkv_dim) * hidden);
-      l.wo = c.take<bf16>(static_cast<std::size_t>(hidden) * s.q_dim);
+      l.wqkv = projection(static_cast<std::size_t>(s.qkv_dim) * hidden);
+      l.wo = projection(static_cast<std::size_t>(hidden) * s.q_dim);
       l.mlp_norm = c.take<bf16>(hidden);
-      l.w_gate_up = c.take<bf16>(2ull * s.ffn * hidden);
-      l.w_down = c.take<bf16>(static_cast<std::size_t>(hidden) * s.ffn);
+      l.w_gate_up = projection(2ull * s.ffn * hidden);
+      l.w_down = projection(static_cast<std::size_t>(hidden) * s.ffn);
     }
     r.final_norm = c.take<bf16>(hidden);
     r.lm_head = cfg.tied_embeddings ? nullptr : c.take<bf16>(static_cast<std::size_t>(s.vocab_count) * hidden);
@@ -389,9 +402,21 @@ void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
 
   const std::uint64_t seed = opt.weight_seed;
   cudaStream_t st = r.stream;
-  auto init = [&](bf16* dst, WeightKind kind, int layer, int in, std::int64_t row0, std::int64_t rows,
+  auto at = [&](void* base, std::size_t elements) -> void* {
+    return static_cast<char*>(base) + elements * weight_size;
+  };
+  auto init = [&](void* dst, WeightKind kind, int layer, int in, std::int64_t row0, std::int64_t rows,
                   std::int64_t col0, std::int64_t cols) {
-    launch_init_weights(dst, seed, kind, static_cast<std::uint32_t>(layer), in, row0, rows, col0, cols, st);
+    const bool projection = kind != WeightKind::embedding && kind != WeightKind::attn_norm &&
+                            kind != WeightKind::mlp_norm && kind != WeightKind::final_norm &&
+                            kind != WeightKind::lm_head;
+    if (fp8 && projection) {
+      launch_init_weights_fp8(static_cast<std::uint8_t*>(dst), seed, kind, static_cast<std::uint32_t>(layer), in, row0,
+                              rows, col0, cols, gi::fp8_weight_scale(in), st);
+    } else {
+      launch_init_weights(static_cast<bf16*>(dst), seed, kind, static_cast<std::uint32_t>(layer), in, row0, rows, col0,
+                          cols, st);
+    }
     GPUSCOUT_CUDA_CHECK_LAUNCH();
   };
   init(r.embedding, WeightKind::embedding, 0, hidden, 0, cfg.vocab, 0, hidden);
@@ -399,14 +424,14 @@ void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
     const LayerWeights& l = r.layers[static_cast<std::size_t>(i)];
     init(l.attn_norm, WeightKind::attn_norm, i, hidden, 0, 1, 0, hidden);
     init(l.wqkv, WeightKind::wq, i, hidden, static_cast<std::int64_t>(s.rank) * s.q_dim, s.q_dim, 0, hidden);
-    init(l.wqkv + static_cast<std::size_t>(s.q_dim) * hidden, WeightKind::wk, i, hidden,
+    init(at(l.wqkv, static_cast<std::size_t>(s.q_dim) * hidden), WeightKind::wk, i, hidden,
          static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim, 0, hidden);
-    init(l.wqkv + static_cast<std::size_t>(s.q_dim + s.kv_dim) * hidden, WeightKind::wv, i, hidden,
+    init(at(l.wqkv, static_cast<std::size_t>(s.q_dim + s.kv_dim) * hidden), WeightKind::wv, i, hidden,
          static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim, 0, hidden);
     init(l.wo, WeightKind::wo, i, cfg.q_dim(), 0, hidden, static_cast<std::int64_t>(s.rank) * s.q_dim, s.q_dim);
     init(l.mlp_norm, WeightKind::mlp_norm, i, hidden, 0, 1, 0, hidden);
     init(l.w_gate_up, WeightKind::w_gate, i, hidden, static_cast<std::int64_t>(s.rank) * s.ffn, s.ffn, 0, hidden);
-    init(l.w_gate_up + static_cast<std::size_t>(s.ffn) * hidden, WeightKind::w_up, i, hidden,
+    init(at(l.w_gate_up, static_cast<std::size_t>(s.ffn) * hidden), WeightKind::w_up, i, hidden,
          static_cast<std::int64_t>(s.rank) * s.ffn, s.ffn, 0, hidden);
     init(l.w_down, WeightKind::w_down, i, cfg.ffn_hidden, 0, hidden, static_cast<std::int64_t>(s.rank) * s.ffn, s.ffn);
   }
@@ -444,6 +469,17 @@ void CudaEngine::Impl::allocate_workspace(Rank& r, bool count_only) {
     r.attn_workspace = c.take<char>(decode_attention_workspace_bytes(max_running, s.heads, cfg.head_dim, max_context));
     r.lt_workspace = c.take<char>(kLtWorkspaceBytes);
     r.meta = c.take<std::int32_t>(meta_words_cap);
+    if (opt.fp8_weights) {
+      r.x_fp8_bytes =
+          rows * std::max<std::size_t>({hidden, static_cast<std::size_t>(s.q_dim), static_cast<std::size_t>(s.ffn)});
+      r.x_fp8 = c.take<std::uint8_t>(r.x_fp8_bytes);
+      r.fp8_scratch.amax_bits = c.take<unsigned>(1);
+      r.fp8_scratch.blocks_done = c.take<unsigned>(1);
+      r.fp8_scratch.scale = c.take<float>(1);
+      // One 256-byte slot per scale: cuBLASLt refuses (at the matmul) a scale pointer that is not
+      // aligned like an allocation, which the second float of a packed array is not.
+      r.fp8_scales = c.take<float>(fp8_classes * kFp8ScaleStride);
+    }
   };
   Carver count(nullptr);
   layout(count);
@@ -867,7 +903,14 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                       g, prop.name, prop.major, prop.minor));
     }
     pdl_capable = pdl_capable && prop.major >= 9;
+    if (options.fp8_weights && prop.major * 10 + prop.minor < 89) {
+      throw gpuscout::UsageError(
+          fmt::format("GPU {} ({}, compute capability {}.{}) has no FP8 tensor cores: FP8 weights need compute "
+                      "capability 8.9 or newer (Ada, Hopper, Blackwell); use BF16",
+                      g, prop.name, prop.major, prop.minor));
+    }
   }
+  e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;
   set_programmatic_launch(e.info.programmatic_launch);
@@ -901,7 +944,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   // Does it fit? Weights + workspaces + the KV cache of one longest sequence, on every GPU. Not a
   // UsageError: the machine, not the command line, is short; a multi-benchmark run records the serve
   // case as skipped with this message and goes on.
-  const std::int64_t weights = weight_bytes_per_gpu(config, e.tp);
+  const bool fp8 = options.fp8_weights;
+  const std::int64_t weights = weight_bytes_per_gpu(config, e.tp, fp8);
   e.allocate_workspace(*e.ranks[0], true);
   const std::int64_t work = static_cast<std::int64_t>(e.ranks[0]->work_bytes);
   const std::int64_t min_kv = kv_bytes_per_block(config, e.tp, options.kv_block_size) * e.mbps;
@@ -915,19 +959,24 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
       for (int t = e.tp * 2; t <= 8; t *= 2) {
         if (config.heads % t || config.kv_heads % t || config.ffn_hidden % t) break;
         const std::int64_t need =
-            weight_bytes_per_gpu(config, t) + work + kv_bytes_per_block(config, t, options.kv_block_size) * e.mbps;
+            weight_bytes_per_gpu(config, t, fp8) + work + kv_bytes_per_block(config, t, options.kv_block_size) * e.mbps;
         if (static_cast<double>(need) <= usable) {
-          fix = fmt::format("use --tp {} ({:.1f} GB of weights per GPU)", t, weight_bytes_per_gpu(config, t) / kGB);
+          fix =
+              fmt::format("use --tp {} ({:.1f} GB of weights per GPU)", t, weight_bytes_per_gpu(config, t, fp8) / kGB);
           break;
         }
       }
-      if (fix.empty())
-        fix = "no tensor-parallel degree up to 8 fits on GPUs like this one (FP8 weights are not implemented)";
+      const std::int64_t fp8_weights = weight_bytes_per_gpu(config, e.tp, true);
+      if (!fp8 && static_cast<double>(fp8_weights + work + min_kv) <= usable) {
+        fix += fmt::format("{}or FP8 weights ({:.1f} GB per GPU at TP{})", fix.empty() ? "" : ", ", fp8_weights / kGB,
+                           e.tp);
+      }
+      if (fix.empty()) fix = "no tensor-parallel degree up to 8 fits on GPUs like this one";
       throw gpuscout::Error(fmt::format(
-          "{} BF16 needs {:.1f} GB of weights per GPU at TP{} plus {:.1f} GB of workspaces and {:.1f} GB of KV cache "
-          "for one "
-          "{}-token sequence, {:.1f} GB free on GPU {}: {}",
-          config.name, weights / kGB, e.tp, work / kGB, min_kv / kGB, e.max_context, usable / kGB, r->device, fix));
+          "{} {} needs {:.1f} GB of weights per GPU at TP{} plus {:.1f} GB of workspaces and {:.1f} GB of KV cache "
+          "for one {}-token sequence, {:.1f} GB free on GPU {}: {}",
+          config.name, fp8 ? "FP8" : "BF16", weights / kGB, e.tp, work / kGB, min_kv / kGB, e.max_context, usable / kGB,
+          r->device, fix));
     }
   }
 
@@ -996,14 +1045,30 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     }
     r.gemm = std::make_unique<GemmRunner>(r.lt_workspace, kLtWorkspaceBytes);
     auto collect = [&](auto member) {
-      std::vector<const bf16*> w;
+      std::vector<const void*> w;
       for (const auto& l : r.layers) w.push_back(l.*member);
       return w;
     };
-    r.g_qkv = r.gemm->add_class("qkv", s.qkv_dim, config.hidden, collect(&LayerWeights::wqkv));
-    r.g_o = r.gemm->add_class("o", config.hidden, s.q_dim, collect(&LayerWeights::wo));
-    r.g_gate_up = r.gemm->add_class("gate_up", 2 * s.ffn, config.hidden, collect(&LayerWeights::w_gate_up));
-    r.g_down = r.gemm->add_class("down", config.hidden, s.ffn, collect(&LayerWeights::w_down));
+    // FP8: each class's scale (the same for every layer: it depends on the full matrix's in
+    // features only, weights.hpp) on the host for the skinny kernel and on the GPU for cuBLASLt.
+    std::array<float, fp8_classes> scales{};
+    if (fp8) {
+      scales = {gi::fp8_weight_scale(config.hidden), gi::fp8_weight_scale(config.q_dim()),
+                gi::fp8_weight_scale(config.hidden), gi::fp8_weight_scale(config.ffn_hidden)};
+      for (int c = 0; c < fp8_classes; ++c) {
+        GPUSCOUT_CUDA_CHECK(cudaMemcpy(r.fp8_scales + c * kFp8ScaleStride, &scales[static_cast<std::size_t>(c)],
+                                       sizeof(float), cudaMemcpyHostToDevice));
+      }
+      r.gemm->set_fp8_buffers(r.x_fp8, r.x_fp8_bytes, r.fp8_scratch);
+    }
+    auto add = [&](const char* name, int out, int in, std::vector<const void*> w, Fp8Class cls) {
+      return fp8 ? r.gemm->add_class(name, out, in, std::move(w), scales[cls], r.fp8_scales + cls * kFp8ScaleStride)
+                 : r.gemm->add_class(name, out, in, std::move(w));
+    };
+    r.g_qkv = add("qkv", s.qkv_dim, config.hidden, collect(&LayerWeights::wqkv), fp8_qkv);
+    r.g_o = add("o", config.hidden, s.q_dim, collect(&LayerWeights::wo), fp8_o);
+    r.g_gate_up = add("gate_up", 2 * s.ffn, config.hidden, collect(&LayerWeights::w_gate_up), fp8_gate_up);
+    r.g_down = add("down", config.hidden, s.ffn, collect(&LayerWeights::w_down), fp8_down);
     r.g_lm = r.gemm->add_class("lm_head", s.vocab_count, config.hidden, {r.lm_head});
     e.tune(r, choices[static_cast<std::size_t>(ri)]);
   });

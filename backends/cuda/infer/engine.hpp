@@ -33,6 +33,11 @@ struct EngineOptions {
   int max_step_tokens = 8192;      // largest step (prefill chunk budget)
   int max_context = 0;             // longest sequence; 0: the model's max_context, capped at 32768
   bool cuda_graphs = true;         // decode-only steps replay a captured graph per batch bucket
+  // FP8 (E4M3) projection weights, one scale per tensor (compute capability 8.9+): cuBLASLt FP8
+  // GEMMs on activations quantized per tensor at run time (scale = max|x| / 448), and for decode
+  // batches of a few rows the skinny kernel on FP8 weights and BF16 activations. Embedding, norms,
+  // LM head and KV cache stay BF16.
+  bool fp8_weights = false;
   // Programmatic dependent launch of the engine's own kernels (compute capability 9.0+): each
   // kernel starts loading what does not depend on its predecessor (decode GEMM weights) while
   // that one finishes.
@@ -61,6 +66,7 @@ class EngineFault : public gpuscout::Error {
 // What the engine decided at start-up, for the result record.
 struct EngineInfo {
   int tp = 1;
+  std::string weight_format = "bf16";  // "bf16", or "fp8_e4m3" (projection matrices)
   std::int64_t weight_bytes_per_gpu = 0;
   std::int64_t kv_cache_bytes_per_gpu = 0;
   std::int64_t workspace_bytes_per_gpu = 0;

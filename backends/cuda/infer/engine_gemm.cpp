@@ -21,7 +21,10 @@ constexpr int kMaxRotation = 8;  // weight instances cycled through per timed ro
 struct GemmRunner::Class {
   std::string name;
   int out = 0, in = 0;
-  std::vector<const bf16*> weights;
+  std::vector<const void*> weights;
+  float fp8_scale = 0.0f;                   // > 0: FP8 weights
+  const float* fp8_scale_device = nullptr;  // the same scale, for cuBLASLt
+  bool fp8() const { return fp8_scale_device != nullptr; }
 };
 
 struct GemmRunner::Plan {
@@ -34,21 +37,40 @@ struct GemmRunner::Plan {
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
     : lt_(lt::make_handle()),
       desc_(lt::make_matmul_desc(CUBLAS_COMPUTE_32F, CUDA_R_32F)),
+      desc_fp8_(lt::make_matmul_desc(CUBLAS_COMPUTE_32F, CUDA_R_32F)),
       pref_(lt::make_preference(workspace_bytes)),
       workspace_(workspace),
       workspace_bytes_(workspace_bytes) {
-  lt::set(desc_, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  lt::set(desc_, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  for (cublasLtMatmulDesc_t d : {desc_.get(), desc_fp8_.get()}) {  // "TN": the only layout FP8 accepts
+    lt::set(d, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    lt::set(d, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  }
+  const std::int8_t fast_accum = 0;  // full FP32 accumulation, as torch._scaled_mm's default
+  lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast_accum);
+}
+
+void GemmRunner::set_fp8_buffers(std::uint8_t* x_fp8, std::size_t x_fp8_bytes, Fp8Scratch scratch) {
+  x_fp8_ = x_fp8;
+  x_fp8_bytes_ = x_fp8_bytes;
+  fp8_ = scratch;
+  const void* scale = fp8_.scale;
+  lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale);
 }
 
 GemmRunner::~GemmRunner() = default;
 
-int GemmRunner::add_class(std::string name, int out, int in, std::vector<const bf16*> weights) {
+int GemmRunner::add_class(std::string name, int out, int in, std::vector<const void*> weights, float fp8_scale,
+                          const float* fp8_scale_device) {
+  if (fp8_scale_device != nullptr && (x_fp8_ == nullptr || fp8_.scale == nullptr)) {
+    throw std::logic_error("GemmRunner: an FP8 class before set_fp8_buffers()");
+  }
   auto c = std::make_unique<Class>();
   c->name = std::move(name);
   c->out = out;
   c->in = in;
   c->weights = std::move(weights);
+  c->fp8_scale = fp8_scale;
+  c->fp8_scale_device = fp8_scale_device;
   classes_.push_back(std::move(c));
   return static_cast<int>(classes_.size()) - 1;
 }
@@ -59,19 +81,24 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
   if (it != plans_.end()) return *it->second;
   const Class& c = *classes_.at(cls);
   auto p = std::make_unique<Plan>();
-  p->a = lt::make_layout(CUDA_R_16BF, c.in, c.out, c.in);
-  p->b = lt::make_layout(CUDA_R_16BF, c.in, rows, c.in);
+  const cudaDataType_t in_type = c.fp8() ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  p->a = lt::make_layout(in_type, c.in, c.out, c.in);
+  p->b = lt::make_layout(in_type, c.in, rows, c.in);
   p->d = lt::make_layout(CUDA_R_16BF, c.out, rows, c.out);
+  if (c.fp8()) {
+    const void* scale = c.fp8_scale_device;
+    lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale);
+  }
   std::array<cublasLtMatmulHeuristicResult_t, kRequestedAlgos> results{};
   int returned = 0;
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, p->a, p->b, p->d, p->d, pref_, kRequestedAlgos,
-                                                       results.data(), &returned));
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, c.fp8() ? desc_fp8_ : desc_, p->a, p->b, p->d, p->d, pref_,
+                                                       kRequestedAlgos, results.data(), &returned));
   for (int i = 0; i < returned; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS) p->algos.push_back(results[i]);
   }
   if (p->algos.empty()) {
-    throw std::runtime_error(fmt::format("cuBLASLt has no BF16 algorithm for the {} GEMM [{} x {}] x [{} x {}]^T",
-                                         c.name, rows, c.in, c.out, c.in));
+    throw std::runtime_error(fmt::format("cuBLASLt has no {} algorithm for the {} GEMM [{} x {}] x [{} x {}]^T",
+                                         c.fp8() ? "FP8 (E4M3)" : "BF16", c.name, rows, c.in, c.out, c.in));
   }
   auto& ref = *p;
   plans_.emplace(key, std::move(p));
@@ -79,19 +106,38 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
 }
 
 void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skinny, int rows, const bf16* x,
-                        const bf16* w, bf16* y, bool accumulate, cudaStream_t stream) {
+                        const void* w, bf16* y, bool accumulate, cudaStream_t stream) {
+  const bf16* residual = accumulate ? y : nullptr;
+  if (skinny && c.fp8()) {
+    launch_skinny_gemm_fp8(x, rows, static_cast<const std::uint8_t*>(w), c.fp8_scale, c.out, c.in, residual, y, stream);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (skinny) {
-    launch_skinny_gemm(x, rows, w, c.out, c.in, accumulate ? y : nullptr, y, stream);
+    launch_skinny_gemm(x, rows, static_cast<const bf16*>(w), c.out, c.in, residual, y, stream);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     return;
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto& h = p.algos[static_cast<std::size_t>(algo_index)];
-  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &h.algo, workspace_,
-                                       workspace_bytes_, stream));
+  if (!c.fp8()) {
+    GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &h.algo, workspace_,
+                                         workspace_bytes_, stream));
+    return;
+  }
+  const std::int64_t count = static_cast<std::int64_t>(rows) * c.in;
+  if (static_cast<std::size_t>(count) > x_fp8_bytes_) {
+    throw std::logic_error(
+        fmt::format("GemmRunner: {} rows of the {} GEMM exceed the FP8 activation buffer", rows, c.name));
+  }
+  launch_quantize_fp8(x, count, fp8_, x_fp8_, stream);
+  const void* scale = c.fp8_scale_device;  // the descriptor is shared by the FP8 classes
+  lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale);
+  GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_fp8_, &alpha, w, p.a, x_fp8_, p.b, &beta, y, p.d, y, p.d, &h.algo,
+                                       workspace_, workspace_bytes_, stream));
 }
 
-void GemmRunner::run(int cls, int rows, const bf16* x, const bf16* w, bf16* y, bool accumulate, cudaStream_t stream) {
+void GemmRunner::run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream) {
   if (rows <= 0) return;
   const Plan& p = plan(cls, rows);
   launch(*classes_[cls], p, p.chosen, p.skinny, rows, x, w, y, accumulate, stream);

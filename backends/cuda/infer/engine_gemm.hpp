@@ -7,6 +7,10 @@
 // W row-major [out, in] is column-major [in, out] (ld in) used transposed, x row-major [rows, in]
 // is column-major [in, rows] (ld in): D = op(A = W)^T B(= x), the "TN" layout of gemm.cu. The
 // residual add is beta = 1 with C = D (in place, same layout).
+//
+// FP8 classes (weights as E4M3 codes with one scale per class): cuBLASLt multiplies FP8 by FP8, so
+// x is first quantized per tensor (scale = max|x| / 448, computed on the GPU each call: two small
+// kernels, timed as part of the candidate); the skinny alternative reads BF16 x and FP8 weights.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -29,12 +33,19 @@ class GemmRunner {
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
 
+  // FP8 classes need the quantized-activation buffer (rows * in bytes for the widest class and
+  // largest step) and one Fp8Scratch (zeroed); a BF16-only runner needs neither.
+  void set_fp8_buffers(std::uint8_t* x_fp8, std::size_t x_fp8_bytes, Fp8Scratch scratch);
+
   // A weight shape the engine multiplies by; `weights` are its instances (one per layer), which
   // timing rotates through so that the weights stream from HBM as they do in a step, not from L2.
-  int add_class(std::string name, int out, int in, std::vector<const bf16*> weights);
+  // BF16 weights, or (fp8_scale_device set) E4M3 codes whose per-class scale is `fp8_scale` on the
+  // host and *fp8_scale_device on the GPU (cuBLASLt reads it there).
+  int add_class(std::string name, int out, int in, std::vector<const void*> weights, float fp8_scale = 0.0f,
+                const float* fp8_scale_device = nullptr);
 
   // y = x W^T, plus the old y when `accumulate`. Enqueues on `stream` (capturable).
-  void run(int cls, int rows, const bf16* x, const bf16* w, bf16* y, bool accumulate, cudaStream_t stream);
+  void run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
   // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows) for
   // this class and row count, keeps the fastest for later run() calls and says what it chose.
@@ -45,11 +56,15 @@ class GemmRunner {
   struct Class;
   struct Plan;
   Plan& plan(int cls, int rows);
-  void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int rows, const bf16* x, const bf16* w,
+  void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int rows, const bf16* x, const void* w,
               bf16* y, bool accumulate, cudaStream_t stream);
 
   lt::Handle lt_;
   lt::MatmulDesc desc_;
+  lt::MatmulDesc desc_fp8_;  // A (W) scale set per class before each call, B (x) scale from fp8_
+  std::uint8_t* x_fp8_ = nullptr;
+  std::size_t x_fp8_bytes_ = 0;
+  Fp8Scratch fp8_;
   lt::Preference pref_;
   void* workspace_;
   std::size_t workspace_bytes_;

@@ -2,10 +2,14 @@
 // attention_decode.cu and attention_prefill.cu. Every kernel is one pass over its data with 16-byte
 // accesses where the widths allow (multiples of 8 BF16) and a scalar path otherwise, so the tiny
 // test configurations run the same code shapes as the real ones.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <atomic>
 #include <cfloat>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
@@ -19,19 +23,35 @@ namespace {
 using gpuscout::infer::WeightKind;
 
 // ---------------------------------------------------------------------------------------------
-// Weights: weights.hpp's function (per-operation rounding on the GPU, so the bits match the host).
-__global__ void init_weights_kernel(bf16* dst, std::uint64_t stream, WeightKind kind, int in_features,
-                                    std::int64_t row0, std::int64_t rows, std::int64_t col0, std::int64_t cols) {
+// Weights: weights.hpp's functions (per-operation rounding on the GPU, so the bits match the
+// host): BF16 values (T = bf16), or E4M3 codes of value / fp8_scale (T = std::uint8_t).
+template <typename T>
+__global__ void init_weights_kernel(T* dst, std::uint64_t stream, WeightKind kind, int in_features, std::int64_t row0,
+                                    std::int64_t rows, std::int64_t col0, std::int64_t cols, float fp8_scale) {
   const std::int64_t total = rows * cols;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / cols;
     const std::int64_t c = i - r * cols;
     const auto index = static_cast<std::uint64_t>((row0 + r) * in_features + col0 + c);
-    const std::uint16_t bits =
-        gpuscout::infer::float_to_bf16_bits(gpuscout::infer::weight_value(stream, kind, index, in_features));
-    dst[i] = __ushort_as_bfloat16(bits);
+    if constexpr (std::is_same_v<T, bf16>) {
+      dst[i] = __ushort_as_bfloat16(
+          gpuscout::infer::float_to_bf16_bits(gpuscout::infer::weight_value(stream, kind, index, in_features)));
+    } else {
+      dst[i] = gpuscout::infer::fp8_weight_code(stream, kind, index, in_features, fp8_scale);
+    }
   }
+}
+
+template <typename T>
+void init_weights(T* dst, std::uint64_t seed, WeightKind kind, std::uint32_t layer, int in_features, std::int64_t row0,
+                  std::int64_t rows, std::int64_t col0, std::int64_t cols, float fp8_scale, cudaStream_t stream) {
+  const std::int64_t total = rows * cols;
+  if (total <= 0) return;
+  const std::int64_t blocks = std::min<std::int64_t>((total + 255) / 256, 132 * 16);
+  init_weights_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      dst, gpuscout::infer::tensor_stream(seed, kind, layer), kind, in_features, row0, rows, col0, cols, fp8_scale);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,9 +342,47 @@ __global__ void __launch_bounds__(kSkinnyThreads)
   }
 }
 
-// Any k (not a multiple of 8, or unaligned pointers): one warp per output column, scalar loads.
-__global__ void skinny_gemm_scalar_kernel(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual,
-                                          bf16* y) {
+// The weight formats of the skinny GEMM's tensor-core and scalar paths: BF16, or FP8 E4M3 codes
+// (a per-tensor scale multiplies the FP32 sum once). A 16-byte load of a W row holds kPerLoad k
+// values; decode() turns them into BF16 pairs, the mma.sync operand format, exactly (every E4M3
+// value is a BF16 value).
+struct Bf16Weights {
+  using T = bf16;
+  static constexpr int kPerLoad = 8;
+  __device__ static void decode(const uint4& v, std::uint32_t (&pairs)[4]) {
+    pairs[0] = v.x, pairs[1] = v.y, pairs[2] = v.z, pairs[3] = v.w;
+  }
+  __device__ static float value(T w) { return __bfloat162float(w); }
+};
+
+struct E4m3Weights {
+  using T = std::uint8_t;
+  static constexpr int kPerLoad = 16;
+  // Two codes -> FP16 (one cvt on sm_89+) -> FP32 -> BF16.
+  __device__ static std::uint32_t pair(std::uint32_t codes) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes), __NV_E4M3);
+    const float2 f = __half22float2(__half2(h));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const std::uint32_t*>(&b);
+  }
+  __device__ static void decode(const uint4& v, std::uint32_t (&pairs)[8]) {
+    const std::uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      pairs[2 * i] = pair(words[i] & 0xFFFFu);
+      pairs[2 * i + 1] = pair(words[i] >> 16);
+    }
+  }
+  __device__ static float value(T w) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(w, __NV_E4M3)));
+  }
+};
+
+// Any k (not a multiple of the vector width, or unaligned pointers): one warp per output column,
+// scalar loads.
+template <typename W>
+__global__ void skinny_gemm_scalar_kernel(const bf16* x, int rows, const typename W::T* w, float w_scale, int n, int k,
+                                          const bf16* residual, bf16* y) {
   pdl_wait();
   pdl_trigger();
   const int lane = threadIdx.x % 32;
@@ -334,9 +392,9 @@ __global__ void skinny_gemm_scalar_kernel(const bf16* x, int rows, const bf16* w
     float acc = 0.0f;
     for (int i = lane; i < k; i += 32) {
       acc = fmaf(__bfloat162float(x[static_cast<std::int64_t>(r) * k + i]),
-                 __bfloat162float(w[static_cast<std::int64_t>(col) * k + i]), acc);
+                 W::value(w[static_cast<std::int64_t>(col) * k + i]), acc);
     }
-    acc = warp_sum(acc);
+    acc = warp_sum(acc) * w_scale;
     if (lane == 0) {
       const std::int64_t o = static_cast<std::int64_t>(r) * n + col;
       if (residual != nullptr) acc += __bfloat162float(residual[o]);
@@ -345,18 +403,21 @@ __global__ void skinny_gemm_scalar_kernel(const bf16* x, int rows, const bf16* w
   }
 }
 
-// Tensor-core path (k a multiple of 32): a block owns 16 rows of W (16 output columns), its 8 warps
-// split k, and each mma.sync m16n8k16 multiplies 16 W rows by the x rows as its n = 8 columns
-// (rows past `rows` are zeros), so 1 to 8 rows cost the same: W streams at memory speed whatever
-// the batch. The sum over k is order-free, so each lane loads 16 contiguous bytes (8 k values) of
-// W rows g and g + 8 and of x row g and feeds them to the fragment slots it owns (k slots
-// {2t, 2t+1, 2t+8, 2t+9} of two mmas); A and B use the same slot-to-k map, so the product is exact.
+// Tensor-core path (k a multiple of 4 x kPerLoad): a block owns 16 rows of W (16 output columns),
+// its 8 warps split k, and each mma.sync m16n8k16 multiplies 16 W rows by the x rows as its n = 8
+// columns (rows past `rows` are zeros), so 1 to 8 rows cost the same: W streams at memory speed
+// whatever the batch. The sum over k is order-free, so each lane loads 16 contiguous bytes
+// (kPerLoad k values) of W rows g and g + 8 and the same k values of x row g, and feeds them to
+// the fragment slots it owns (k slots {2t, 2t+1, 2t+8, 2t+9} of kPerLoad / 4 mmas); A and B use
+// the same slot-to-k map, so the product is exact.
 constexpr int kMmaWarps = 8;
 
-template <int kUnroll>
+template <int kUnroll, typename W>
 __global__ void __launch_bounds__(kMmaWarps * 32)
-    skinny_gemm_mma_kernel(const bf16* __restrict__ x, int rows, const bf16* __restrict__ w, int n, int k,
-                           const bf16* residual, bf16* y) {
+    skinny_gemm_mma_kernel(const bf16* __restrict__ x, int rows, const typename W::T* __restrict__ w, float w_scale,
+                           int n, int k, const bf16* residual, bf16* y) {
+  constexpr int kXLoads = W::kPerLoad / 8;  // 16-byte BF16 vectors of x per W load
+  constexpr int kPairs = W::kPerLoad / 2;
   __shared__ float red[kMmaWarps][32 * 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
@@ -365,9 +426,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const auto* wb = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(col0 + g + 8, n - 1)) * k);
   const auto* xr = reinterpret_cast<const uint4*>(x + static_cast<std::int64_t>(min(g, rows - 1)) * k);
   const bool x_live = g < rows;
-  const int kblocks = k / 32;  // 32 k per warp step: 4 lanes x 8 values
+  const int kblocks = k / (4 * W::kPerLoad);  // k per warp step: 4 lanes x kPerLoad values
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  uint4 va[kUnroll], vb[kUnroll], vx[kUnroll];
+  uint4 va[kUnroll], vb[kUnroll], vx[kUnroll][kXLoads];
   auto load_w = [&](int kb0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -386,15 +447,27 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int kb = kb0 + u * kMmaWarps;
-      const bool live = kb < kblocks;
-      vx[u] = live && x_live ? __ldg(xr + 4 * kb + tig) : make_uint4(0, 0, 0, 0);
+      const bool live = kb < kblocks && x_live;
+#pragma unroll
+      for (int j = 0; j < kXLoads; ++j) {
+        vx[u][j] = live ? __ldg(xr + (4 * kb + tig) * kXLoads + j) : make_uint4(0, 0, 0, 0);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const std::uint32_t a0[4] = {va[u].x, vb[u].x, va[u].y, vb[u].y};
-      const std::uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};
-      mma_bf16(c, a0, vx[u].x, vx[u].y);
-      mma_bf16(c, a1, vx[u].z, vx[u].w);
+      std::uint32_t a[kPairs], b[kPairs];
+      W::decode(va[u], a);
+      W::decode(vb[u], b);
+      std::uint32_t xp[kPairs];
+#pragma unroll
+      for (int j = 0; j < kXLoads; ++j) {
+        xp[4 * j] = vx[u][j].x, xp[4 * j + 1] = vx[u][j].y, xp[4 * j + 2] = vx[u][j].z, xp[4 * j + 3] = vx[u][j].w;
+      }
+#pragma unroll
+      for (int m = 0; m < kPairs / 2; ++m) {
+        const std::uint32_t frag[4] = {a[2 * m], b[2 * m], a[2 * m + 1], b[2 * m + 1]};
+        mma_bf16(c, frag, xp[2 * m], xp[2 * m + 1]);
+      }
     }
   }
 #pragma unroll
@@ -404,6 +477,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     float total = 0.0f;
 #pragma unroll
     for (int v = 0; v < kMmaWarps; ++v) total += red[v][threadIdx.x];
+    total *= w_scale;
     // Element i of lane l: W row g + 8 (i >= 2), x row 2 tig + (i & 1).
     const int l = threadIdx.x / 4, i = threadIdx.x % 4;
     const int col = col0 + l / 4 + (i >= 2 ? 8 : 0);
@@ -451,12 +525,13 @@ ProgrammaticLaunchPause::~ProgrammaticLaunchPause() {
 void launch_init_weights(bf16* dst, std::uint64_t seed, gpuscout::infer::WeightKind kind, std::uint32_t layer,
                          int in_features, std::int64_t row0, std::int64_t rows, std::int64_t col0, std::int64_t cols,
                          cudaStream_t stream) {
-  const std::int64_t total = rows * cols;
-  if (total <= 0) return;
-  const std::int64_t blocks = std::min<std::int64_t>((total + 255) / 256, 132 * 16);
-  init_weights_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      dst, gpuscout::infer::tensor_stream(seed, kind, layer), kind, in_features, row0, rows, col0, cols);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  init_weights(dst, seed, kind, layer, in_features, row0, rows, col0, cols, 0.0f, stream);
+}
+
+void launch_init_weights_fp8(std::uint8_t* dst, std::uint64_t seed, gpuscout::infer::WeightKind kind,
+                             std::uint32_t layer, int in_features, std::int64_t row0, std::int64_t rows,
+                             std::int64_t col0, std::int64_t cols, float scale, cudaStream_t stream) {
+  init_weights(dst, seed, kind, layer, in_features, row0, rows, col0, cols, scale, stream);
 }
 
 void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, int hidden, bf16* out,
@@ -512,18 +587,33 @@ void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf1
   // 10-25%), tensor cores from 8 rows (1.3-1.6x), where the FP32 FMAs of the other path bind.
   if (path == SkinnyPath::automatic) path = mma && rows > 4 ? SkinnyPath::tensor_core : SkinnyPath::cuda_core;
   if (path == SkinnyPath::tensor_core && mma) {
-    launch_kernel(skinny_gemm_mma_kernel<4>, (n + 15) / 16, kMmaWarps * 32, 0, stream, x, rows, w, n, k, residual, y);
+    launch_kernel(skinny_gemm_mma_kernel<4, Bf16Weights>, (n + 15) / 16, kMmaWarps * 32, 0, stream, x, rows, w, 1.0f, n,
+                  k, residual, y);
   } else if (vec) {
     dispatch_int<1, kSkinnyMaxRows>(
         rows, [&](auto r) { skinny_launch<decltype(r)::value>(x, w, n, k, residual, y, stream); });
   } else {
-    launch_kernel(skinny_gemm_scalar_kernel, (n + 7) / 8, 256, 0, stream, x, rows, w, n, k, residual, y);
+    launch_kernel(skinny_gemm_scalar_kernel<Bf16Weights>, (n + 7) / 8, 256, 0, stream, x, rows, w, 1.0f, n, k, residual,
+                  y);
   }
 }
 
 void launch_skinny_gemm(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual, bf16* y,
                         cudaStream_t stream) {
   launch_skinny_gemm_path(SkinnyPath::automatic, x, rows, w, n, k, residual, y, stream);
+}
+
+void launch_skinny_gemm_fp8(const bf16* x, int rows, const std::uint8_t* w, float w_scale, int n, int k,
+                            const bf16* residual, bf16* y, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0) return;
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+  if (k % (4 * E4m3Weights::kPerLoad) == 0 && aligned && rows <= kSkinnyMaxRows) {
+    launch_kernel(skinny_gemm_mma_kernel<4, E4m3Weights>, (n + 15) / 16, kMmaWarps * 32, 0, stream, x, rows, w, w_scale,
+                  n, k, residual, y);
+  } else {
+    launch_kernel(skinny_gemm_scalar_kernel<E4m3Weights>, (n + 7) / 8, 256, 0, stream, x, rows, w, w_scale, n, k,
+                  residual, y);
+  }
 }
 
 }  // namespace gpuscout::cuda::infer

@@ -122,4 +122,30 @@ inline constexpr int kSkinnyMaxRows = 8;
 void launch_skinny_gemm(const bf16* x, int rows, const bf16* w, int n, int k, const bf16* residual, bf16* y,
                         cudaStream_t stream);
 
+// ---- FP8 (E4M3, compute capability 8.9+) --------------------------------------------------
+// Projection weights as E4M3 codes of value / scale (weights.hpp: fp8_weight_code), generated in
+// place like launch_init_weights.
+void launch_init_weights_fp8(std::uint8_t* dst, std::uint64_t seed, gpuscout::infer::WeightKind kind,
+                             std::uint32_t layer, int in_features, std::int64_t row0, std::int64_t rows,
+                             std::int64_t col0, std::int64_t cols, float scale, cudaStream_t stream);
+
+// Device words of one dynamic per-tensor quantization: the running maximum (float bits), a block
+// counter and the resulting scale (amax / 448), which cuBLASLt reads as the B scale. Zero-initialize
+// once; each call leaves the first two at zero again.
+struct Fp8Scratch {
+  unsigned* amax_bits = nullptr;
+  unsigned* blocks_done = nullptr;
+  float* scale = nullptr;
+};
+
+// out[i] = E4M3(x[i] / scale) with scale = max|x| / 448 over all `count` elements (two kernels:
+// the maximum, then the conversion). x 16-byte and out 8-byte aligned.
+void launch_quantize_fp8(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, std::uint8_t* out,
+                         cudaStream_t stream);
+
+// launch_skinny_gemm with FP8 weights: y[r, n] = w_scale * sum_k x[r, k] * code[n, k] (+ residual),
+// BF16 activations (weight-only FP8: a decode step is bound by the weight bytes, which halve).
+void launch_skinny_gemm_fp8(const bf16* x, int rows, const std::uint8_t* w, float w_scale, int n, int k,
+                            const bf16* residual, bf16* y, cudaStream_t stream);
+
 }  // namespace gpuscout::cuda::infer

@@ -22,14 +22,15 @@ double prefill_flops(const infer::TransformerConfig& model, std::int64_t tokens)
 // Bytes one decode-only step of `batch` sequences at `context` tokens must read, over all GPUs:
 // every weight but the embedding table (a step gathers `batch` rows of it; tied embeddings are read
 // whole as the LM head), and the K/V of every position each sequence attends to (its context plus
-// the new token), at `bytes_per_element` (BF16: 2).
+// the new token). BF16 everywhere, except the projection matrices under WeightFormat::fp8_e4m3
+// (1 byte each: the gpuscout engine's FP8 mode, which keeps the KV cache and LM head in BF16).
 struct DecodeStepBytes {
   std::int64_t weight_bytes = 0;
   std::int64_t kv_bytes = 0;
   double per_gpu = 0;  // (weight_bytes + kv_bytes) / tp: TP splits both evenly
 };
 DecodeStepBytes decode_step_bytes(const infer::TransformerConfig& model, int batch, int context, int tp,
-                                  int bytes_per_element = 2);
+                                  infer::WeightFormat format = infer::WeightFormat::bf16);
 
 // The step time the HBM roofline allows: `bytes_per_gpu` at `copy_gbps` (GB/s, 1 GB = 1e9 B), in ms.
 double roofline_step_ms(double bytes_per_gpu, double copy_gbps);
@@ -40,8 +41,9 @@ double hbm_roofline_pct(double bytes_per_gpu, double step_seconds, double copy_g
 std::int64_t kv_blocks_for(std::int64_t tokens, int block_size);
 
 // Adds to every passed serve/prefill record the metric "throughput_pct_of_gemm" (%): its TFLOP/s
-// over the best BF16 square GEMM (gemm/bf16/mN_nN_kN) measured in the same run, named in
-// extra["gemm_reference"]. Returns the number of records annotated (0 when no such GEMM record).
+// over the best square GEMM of the record's dtype param (gemm/bf16/mN_nN_kN, or gemm/fp8/... for
+// the FP8 engine; bf16 when absent) measured in the same run, named in extra["gemm_reference"].
+// Returns the number of records annotated (0 when no such GEMM record).
 int annotate_prefill_vs_gemm(std::vector<results::Record>& records);
 
 }  // namespace gpuscout::bench

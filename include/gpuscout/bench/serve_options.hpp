@@ -19,12 +19,13 @@ namespace gpuscout::bench {
 inline constexpr const char* kDefaultServeModel = "llama-3.1-8b";
 
 struct ServeOptions {
-  infer::TransformerConfig model;             // resolved from the catalog (kDefaultServeModel without --model)
-  std::string model_slug;                     // lower-case catalog name, the model part of every record key
-  int tp = 1;                                 // tensor-parallel GPUs (--tp, else the number of --gpus given)
-  std::vector<int> decode_batches{1, 8, 32};  // --serve-batch: decode roofline cases
-  std::vector<int> prefill_tokens{8192};      // --serve-prefill: one prompt of each length
-  int isl = 512, osl = 128;                   // decode context; static batch prompt/output lengths; fixed load lengths
+  infer::TransformerConfig model;  // resolved from the catalog (kDefaultServeModel without --model)
+  std::string model_slug;          // lower-case catalog name, the model part of every record key
+  int tp = 1;                      // tensor-parallel GPUs (--tp, else the number of --gpus given)
+  infer::WeightFormat weights = infer::WeightFormat::bf16;  // --weights: projection matrices BF16 or FP8
+  std::vector<int> decode_batches{1, 8, 32};                // --serve-batch: decode roofline cases
+  std::vector<int> prefill_tokens{8192};                    // --serve-prefill: one prompt of each length
+  int isl = 512, osl = 128;  // decode context; static batch prompt/output lengths; fixed load lengths
   // --scenario (or --find-peak, which implies server): the load-generator case; absent: not run.
   std::optional<serve::LoadSettings> load;
   bool find_peak = false;

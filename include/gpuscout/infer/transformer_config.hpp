@@ -12,6 +12,13 @@ struct ModelInfo;
 
 namespace gpuscout::infer {
 
+// How the engine stores the projection matrices (QKV, O, gate/up, down); embedding, norms, LM head
+// and KV cache are BF16 in both.
+enum class WeightFormat { bf16, fp8_e4m3 };
+// "bf16" / "fp8"; parse_weight_format throws UsageError naming `flag` for anything else.
+const char* to_string(WeightFormat format);
+WeightFormat parse_weight_format(const std::string& text, const std::string& flag);
+
 struct TransformerConfig {
   std::string name;
   int layers = 0;
@@ -38,6 +45,8 @@ struct TransformerConfig {
   int qkv_dim() const { return q_dim() + 2 * kv_dim(); }
   // Parameters of the weights the engine holds (embedding, layers, final norm, LM head unless tied).
   std::int64_t weight_params() const;
+  // Parameters of the projection matrices of all layers (what WeightFormat applies to).
+  std::int64_t projection_params() const;
   // KV cache bytes per token over all layers (K and V) at `bytes_per_element`.
   std::int64_t kv_bytes_per_token(int bytes_per_element) const;
   // Throws UsageError naming --tp when heads, KV heads or FFN width do not divide by `tp`.

@@ -118,6 +118,66 @@ GPUSCOUT_HD inline float round_to_bf16(float value) {
   return bf16_bits_to_float(float_to_bf16_bits(value));
 }
 
+// FP8 E4M3 (the OCP "fn" variant Hopper's tensor cores use): exponent bias 7, 3 mantissa bits,
+// subnormals down to 2^-9, largest finite 448, no infinities, 0x7F / 0xFF are NaN. Encoding
+// rounds to nearest even and saturates to +-448 (CUDA's __NV_SATFINITE), in integer arithmetic so
+// host and device produce the same bits.
+inline constexpr float kE4m3Max = 448.0f;
+
+GPUSCOUT_HD inline std::uint8_t float_to_e4m3_bits(float value) {
+  std::uint32_t bits = float_bits(value);
+  const auto sign = static_cast<std::uint8_t>((bits >> 24) & 0x80u);
+  bits &= 0x7FFFFFFFu;
+  if (bits > 0x7F800000u) return static_cast<std::uint8_t>(sign | 0x7Fu);   // NaN
+  if (bits >= 0x43E00000u) return static_cast<std::uint8_t>(sign | 0x7Eu);  // >= 448 (and inf): saturate
+  const int exponent = static_cast<int>(bits >> 23) - 127;
+  if (exponent >= -6) {
+    // Normal: keep 3 of the 23 mantissa bits, round to nearest even (a carry bumps the exponent).
+    const std::uint32_t rounded = bits + 0x7FFFFu + ((bits >> 20) & 1u);
+    const int e = static_cast<int>(rounded >> 23) - 127;
+    const std::uint32_t mantissa = (rounded >> 20) & 7u;
+    if (e > 8 || (e == 8 && mantissa > 6)) return static_cast<std::uint8_t>(sign | 0x7Eu);
+    return static_cast<std::uint8_t>(sign | (static_cast<std::uint32_t>(e + 7) << 3) | mantissa);
+  }
+  // Subnormal: the multiple of 2^-9, i.e. significand * 2^(exponent - 23 + 9), rounded to even;
+  // 8 (rounded up to 2^-6) is the smallest normal's encoding, 0x08, as it should be.
+  const int shift = 14 - exponent;                    // >= 21
+  if (shift > 25 || bits < 0x00800000u) return sign;  // below 2^-11 (or a float subnormal): zero
+  const std::uint32_t significand = (bits & 0x7FFFFFu) | 0x800000u;
+  std::uint32_t q = significand >> shift;
+  const std::uint32_t rest = significand & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (q & 1u))) ++q;
+  return static_cast<std::uint8_t>(sign | q);
+}
+
+GPUSCOUT_HD inline float e4m3_bits_to_float(std::uint8_t code) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(code & 0x80u) << 24;
+  const std::uint32_t exponent = (code >> 3) & 15u, mantissa = code & 7u;
+  if ((code & 0x7Fu) == 0x7Fu) return float_from_bits(sign | 0x7FC00000u);
+  if (exponent == 0) {  // m * 2^-9, exact in float
+    return float_from_bits(sign | float_bits(static_cast<float>(mantissa) * (1.0f / 512.0f)));
+  }
+  return float_from_bits(sign | ((exponent - 7 + 127) << 23) | (mantissa << 20));
+}
+
+// The per-tensor FP8 scale of a projection matrix: the bound of its values (weight_value: uniform
+// in +-sqrt(3/in)) over E4M3's largest value, so the quantized codes use the whole range. A real
+// checkpoint's scale is its amax over 448; for these weights amax approaches the bound.
+inline float fp8_weight_scale(int in_features) {
+  return std::sqrt(3.0f / static_cast<float>(in_features)) / kE4m3Max;
+}
+
+// A projection weight as the FP8 engine stores it: E4M3 code of value / scale.
+GPUSCOUT_HD inline std::uint8_t fp8_weight_code(std::uint64_t stream, WeightKind kind, std::uint64_t index,
+                                                int in_features, float scale) {
+  const float value = weight_value(stream, kind, index, in_features);
+#if defined(__CUDA_ARCH__)
+  return float_to_e4m3_bits(__fdiv_rn(value, scale));
+#else
+  return float_to_e4m3_bits(value / scale);
+#endif
+}
+
 // The token ids of a prompt: deterministic from (seed, request id), uniform over the vocabulary.
 GPUSCOUT_HD inline std::int32_t prompt_token(std::uint64_t seed, std::uint64_t request_id, std::uint64_t position,
                                              int vocab) {
