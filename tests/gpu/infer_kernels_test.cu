@@ -381,7 +381,13 @@ struct BatchHost {
   std::vector<std::int32_t> q_start, q_len, ctx;
 };
 
-void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode) {
+// Decode: launch_decode_attention's own choice or one of its two kernels; for the streaming kernel
+// grid_blocks 0 is its own grid, a fixed one checks the work split at its extremes (one block doing
+// every pair, or many blocks merging each pair).
+enum class DecodeKernel { automatic, streaming, split };
+
+void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode,
+                        DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0) {
   const int seqs = static_cast<int>(b.ctx.size());
   const Paged p = make_paged(shape, b.ctx);
   int rows = 0, max_q = 0, max_ctx = 0;
@@ -407,10 +413,24 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
   batch.max_context = max_ctx + 700;  // a loose bound, as with graph capture: extra splits must exit
   batch.max_q_len = max_q;
   if (decode) {
+    // Zeroed once, as the engine does: each launch must leave its merge counters at zero, so the
+    // second launch (into a re-poisoned output) is the one checked.
     Dev<unsigned char> ws(decode_attention_workspace_bytes(seqs, shape.heads, D, batch.max_context));
-    launch_decode_attention(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p, dout.as<bf16>(),
-                            out_stride, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
+    for (int launch = 0; launch < 2; ++launch) {
+      dout.upload(std::vector<u16>(dout.n, kPoison));
+      if (kernel == DecodeKernel::streaming) {
+        launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
+                                     ws.p, dout.as<bf16>(), out_stride, nullptr);
+      } else if (kernel == DecodeKernel::split) {
+        launch_decode_attention_split(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
+                                      dout.as<bf16>(), out_stride, nullptr);
+      } else {
+        launch_decode_attention(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
+                                dout.as<bf16>(), out_stride, nullptr);
+      }
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
   } else {
     launch_prefill_attention(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, dout.as<bf16>(),
                              out_stride, nullptr);
@@ -443,6 +463,13 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
   report(name + ": padding rows zero, other memory untouched", padding_ok && untouched, "");
 }
 
+// The automatic choice and each kernel on its own.
+void run_decode_cases(const std::string& name, const AttentionShape& shape, const BatchHost& b) {
+  run_attention_case(name, shape, b, true);
+  run_attention_case(name + " [streaming]", shape, b, true, DecodeKernel::streaming);
+  run_attention_case(name + " [split]", shape, b, true, DecodeKernel::split);
+}
+
 void test_decode_attention() {
   // Contexts across split boundaries (512), a padding sequence with a row (ctx 0), one with no row.
   BatchHost b;
@@ -453,32 +480,55 @@ void test_decode_attention() {
     for (const int group : {4, 1, 8, 3}) {
       if (D != 128 && group != 4) continue;
       const AttentionShape shape{2 * group, 2, D, 16};
-      run_attention_case(
+      run_decode_cases(
           "decode attention D " + std::to_string(D) + " heads " + std::to_string(shape.heads) + " kv 2 block 16", shape,
-          b, true);
+          b);
     }
   }
   const AttentionShape odd_block{8, 2, 128, 7};  // block size not a power of two
-  run_attention_case("decode attention D 128 heads 8 kv 2 block 7", odd_block, b, true);
-  // Llama-8B heads. split_tokens() picks the split from the grid bound (max_context + 700 here):
-  // the 8 sequences above get 512 tokens (the kv 2 cases above: 128), these 4 get 64 and 256.
+  run_decode_cases("decode attention D 128 heads 8 kv 2 block 7", odd_block, b);
+  // Llama-8B heads: 8 sequences, 4 short ones, 4 with a padding row, 8 up to 5000 tokens.
   const AttentionShape llama{32, 8, 128, 16};
-  run_attention_case("decode attention D 128 heads 32 kv 8 (512-token splits)", llama, b, true);
+  run_decode_cases("decode attention D 128 heads 32 kv 8 (8 sequences)", llama, b);
   BatchHost shortb;
   shortb.ctx = {1, 17, 512, 513};
   shortb.q_len = {1, 1, 1, 1};
   shortb.q_start = {2, 3, 0, 1};
-  run_attention_case("decode attention D 128 heads 32 kv 8 (64-token splits)", llama, shortb, true);
+  run_decode_cases("decode attention D 128 heads 32 kv 8 (4 short)", llama, shortb);
   BatchHost mid;
   mid.ctx = {1500, 0, 700, 33};
   mid.q_len = {1, 1, 1, 1};
   mid.q_start = {0, 1, 2, 3};
-  run_attention_case("decode attention D 128 heads 32 kv 8 (256-token splits)", llama, mid, true);
+  run_decode_cases("decode attention D 128 heads 32 kv 8 (1500, padding)", llama, mid);
   BatchHost longer;
   longer.ctx = {5000, 1, 513, 1024, 0, 2047, 300, 4000};
   longer.q_len = {1, 1, 1, 1, 1, 1, 1, 1};
   longer.q_start = {7, 6, 5, 4, 3, 2, 1, 0};
-  run_attention_case("decode attention D 128 heads 32 kv 8 (512-token splits, 5000 tokens)", llama, longer, true);
+  run_decode_cases("decode attention D 128 heads 32 kv 8 (5000 tokens)", llama, longer);
+  // The same batch with every pair in one block (segments end at pair boundaries) and with the
+  // largest grid (most pairs merged from several blocks).
+  run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1)", llama, longer, true,
+                     DecodeKernel::streaming, 1);
+  run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1024)", llama, longer, true,
+                     DecodeKernel::streaming, 1024);
+  const AttentionShape group8{64, 8, 128, 16};  // Llama-3.1-70B: 8 query heads per KV head
+  run_decode_cases("decode attention D 128 heads 64 kv 8 (5000 tokens)", group8, longer);
+  // The engine's batch-32 decode benchmark: contexts 512..576 (uneven tile counts), one padding row.
+  BatchHost b32;
+  for (int s = 0; s < 32; ++s) {
+    b32.ctx.push_back(s == 9 ? 0 : 512 + 2 * s);
+    b32.q_len.push_back(1);
+    b32.q_start.push_back((s * 7) % 32);
+  }
+  run_decode_cases("decode attention D 128 heads 32 kv 8 (batch 32, 512..574)", llama, b32);
+  // More sequences than threads in a block (the streaming kernel's prefix sum takes 3 per thread).
+  BatchHost many;
+  for (int s = 0; s < 300; ++s) {
+    many.ctx.push_back(s % 37 == 5 ? 0 : 1 + (s * 13) % 90);
+    many.q_len.push_back(s % 41 == 7 ? 0 : 1);
+    many.q_start.push_back(s);
+  }
+  run_decode_cases("decode attention D 64 heads 8 kv 2 block 7 (300 sequences)", AttentionShape{8, 2, 64, 7}, many);
 }
 
 void test_prefill_attention() {
@@ -694,59 +744,85 @@ void bench() {
   }
 
   std::printf("\n## decode attention (Llama-3.1-8B: 32 heads, 8 KV heads, D 128, block 16): K+V bytes / time\n");
-  std::printf("(us with grid budgets of 256 / 512 / 1024 blocks; GB/s at the default budget, %d)\n",
-              kDecodeBlockBudget);
-  std::printf("%6s %8s %10s %10s %10s %10s %10s\n", "batch", "context", "us@256", "us@512", "us@1024", "GB/s",
-              "MB read");
+  std::printf(
+      "(contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: the split kernel; "
+      "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; GB/s at the choice)\n");
+  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
+              "stream@2x", "stream@3x", "stream@4x", "GB/s", "MB read");
   const AttentionShape shape{32, 8, 128, 16};
-  for (const int batch_size : {1, 32}) {
-    for (const int ctx : {512, 1024, 2048, 4096, 8192}) {
-      const int blocks_per_seq = ctx / shape.block_size;
-      const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
-      const std::size_t bytes = static_cast<std::size_t>(batch_size) * blocks_per_seq * block_elems * 2 * 2;
-      const int sets = copies_for(bytes);
-      const int num_blocks = batch_size * blocks_per_seq * sets;
-      Dev<u16> k(static_cast<std::size_t>(num_blocks) * block_elems), v(k.n);
-      fill_random_device(k.p, k.n);
-      fill_random_device(v.p, v.n);
-      // Each rotation set: its own shuffled blocks.
-      std::vector<int> perm(num_blocks);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      std::vector<std::int32_t> tables(perm.begin(), perm.end());
-      Dev<std::int32_t> dtab(tables);
-      std::vector<std::int32_t> qs(batch_size), ql(batch_size, 1), cl(batch_size, ctx);
-      std::iota(qs.begin(), qs.end(), 0);
-      Dev<std::int32_t> dqs(qs), dql(ql), dcl(cl);
-      const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
-      Dev<u16> q(static_cast<std::size_t>(batch_size) * q_stride), out(static_cast<std::size_t>(batch_size) * 4096);
-      fill_random_device(q.p, q.n);
-      Dev<unsigned char> ws(
-          decode_attention_workspace_bytes_budget(batch_size, shape.heads, shape.head_dim, ctx, 1024));
-      AttentionBatch b;
-      b.q_start = dqs.p;
-      b.q_len = dql.p;
-      b.context_len = dcl.p;
-      b.max_blocks_per_seq = blocks_per_seq;
-      b.num_seqs = batch_size;
-      b.max_context = ctx;
-      b.max_q_len = 1;
-      std::printf("%6d %8d", batch_size, ctx);
-      float default_ms = 0;
-      for (const int budget : {256, 512, 1024}) {
-        const float ms = median_ms(
-            [&](int i) {
-              AttentionBatch bi = b;
-              bi.block_tables = dtab.p + static_cast<std::size_t>(i % sets) * batch_size * blocks_per_seq;
-              launch_decode_attention_budget(budget, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape,
-                                             ws.p, out.as<bf16>(), 4096, nullptr);
-            },
-            10);
-        if (budget == kDecodeBlockBudget) default_ms = ms;
-        std::printf(" %10.2f", ms * 1e3);
-      }
-      std::printf(" %10.1f %10.1f\n", bytes / default_ms / 1e6, bytes / 1e6);
+  struct DecodeCase {
+    int batch, lo, hi;
+  };
+  std::vector<DecodeCase> cases;
+  for (const int batch_size : {1, 8, 32}) {
+    cases.push_back({batch_size, 512, 576});  // the engine benchmark's decode steps
+    for (const int ctx : {512, 1024, 2048, 4096, 8192}) cases.push_back({batch_size, ctx, ctx});
+  }
+  cases.push_back({1, 32768, 32768});
+  for (const DecodeCase& c : cases) {
+    const int batch_size = c.batch;
+    std::vector<std::int32_t> qs(batch_size), ql(batch_size, 1), cl(batch_size);
+    std::iota(qs.begin(), qs.end(), 0);
+    long long tokens = 0;
+    for (int s = 0; s < batch_size; ++s) {
+      cl[s] = batch_size > 1 ? c.lo + (c.hi - c.lo) * s / (batch_size - 1) : c.hi;
+      tokens += cl[s];
     }
+    const int blocks_per_seq = (c.hi + shape.block_size - 1) / shape.block_size;
+    const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
+    const std::size_t bytes = static_cast<std::size_t>(tokens) * shape.kv_heads * shape.head_dim * 2 * 2;
+    const int sets = copies_for(bytes);
+    const int num_blocks = batch_size * blocks_per_seq * sets;
+    Dev<u16> k(static_cast<std::size_t>(num_blocks) * block_elems), v(k.n);
+    fill_random_device(k.p, k.n);
+    fill_random_device(v.p, v.n);
+    // Each rotation set: its own shuffled blocks.
+    std::vector<int> perm(num_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<std::int32_t> tables(perm.begin(), perm.end());
+    Dev<std::int32_t> dtab(tables);
+    Dev<std::int32_t> dqs(qs), dql(ql), dcl(cl);
+    const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+    Dev<u16> q(static_cast<std::size_t>(batch_size) * q_stride), out(static_cast<std::size_t>(batch_size) * 4096);
+    fill_random_device(q.p, q.n);
+    const int max_context = std::max(c.hi, 2048);  // the engine's context class for 512..576
+    Dev<unsigned char> ws(decode_attention_workspace_bytes(batch_size, shape.heads, shape.head_dim, max_context));
+    CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
+    AttentionBatch b;
+    b.q_start = dqs.p;
+    b.q_len = dql.p;
+    b.context_len = dcl.p;
+    b.max_blocks_per_seq = blocks_per_seq;
+    b.num_seqs = batch_size;
+    b.max_context = max_context;
+    b.max_q_len = 1;
+    char context[32];
+    std::snprintf(context, sizeof context, c.lo == c.hi ? "%d" : "%d..%d", c.lo, c.hi);
+    std::printf("%6d %12s", batch_size, context);
+    float default_ms = 0;
+    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid.
+    for (const int per_sm : {-1, 0, 1, 2, 3, 4}) {
+      const float ms = median_ms(
+          [&](int i) {
+            AttentionBatch bi = b;
+            bi.block_tables = dtab.p + static_cast<std::size_t>(i % sets) * batch_size * blocks_per_seq;
+            if (per_sm < 0) {
+              launch_decode_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
+                                      out.as<bf16>(), 4096, nullptr);
+            } else if (per_sm == 0) {
+              launch_decode_attention_split(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
+                                            out.as<bf16>(), 4096, nullptr);
+            } else {
+              launch_decode_attention_grid(per_sm * prop.multiProcessorCount, q.as<bf16>(), q_stride, k.as<bf16>(),
+                                           v.as<bf16>(), bi, shape, ws.p, out.as<bf16>(), 4096, nullptr);
+            }
+          },
+          10);
+      if (per_sm < 0) default_ms = ms;
+      std::printf(per_sm <= 0 ? " %8.2f" : " %10.2f", ms * 1e3);
+    }
+    std::printf(" %8.1f %8.1f\n", bytes / default_ms / 1e6, bytes / 1e6);
   }
 
   std::printf("\n## prefill attention (32 heads, 8 KV heads, D 128, block 16, causal): 4 D pairs heads / time\n");
@@ -814,15 +890,19 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     set_programmatic_launch(prop.major >= 9);
     std::printf("programmatic dependent launch: %s\n", programmatic_launch() ? "on" : "off");
-    test_init_weights();
-    test_gather();
-    test_rmsnorm();
-    test_silu_mul();
-    test_argmax();
-    test_rope_store_kv();
-    test_skinny_gemm();
+    // --decode-only: just the decode attention cases (small enough for compute-sanitizer).
+    const bool decode_only = argc > 1 && std::strcmp(argv[1], "--decode-only") == 0;
+    if (!decode_only) {
+      test_init_weights();
+      test_gather();
+      test_rmsnorm();
+      test_silu_mul();
+      test_argmax();
+      test_rope_store_kv();
+      test_skinny_gemm();
+    }
     test_decode_attention();
-    test_prefill_attention();
+    if (!decode_only) test_prefill_attention();
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
   } catch (const std::exception& e) {

@@ -1,13 +1,29 @@
-// Decode attention (one query per sequence) over the paged KV cache, flash-decoding style: block
-// (split, kv head, sequence) reads the K and V of its split of the context once for the whole GQA
-// group of query heads, computes the exact softmax of its split (scores stay in shared memory) and
-// writes the unnormalized partial (max, sum, acc); a merge kernel combines the splits. A split is
-// kDecodeSplitTokens long, or 2, 4 or 8 times shorter when the batch is too small to fill the GPU
-// (batch 1: 8 KV heads x 16 splits of an 8k context would be 128 blocks, each a long chain of
-// dependent loads). Grid from max_context (fixed for graph capture): blocks past a sequence's
-// context return at once.
+// Decode attention (one query per sequence) over the paged KV cache: two kernels, chosen by the
+// number of (sequence, KV head) pairs, which the host knows (graph capture keeps the choice).
+//
+// streaming (>= kStreamMinPairs pairs): the pairs cut into tiles of 64 tokens, and every block of a
+// fixed grid (the SMs times the blocks resident per SM) takes an equal contiguous run of tiles
+// whatever the contexts, so the grid does not grow with max_context. A block streams its tiles
+// through a kStages-deep cp.async pipeline into shared memory (16-byte chunks XOR-swizzled by row,
+// so ldmatrix is conflict-free); each of its 4 warps takes 16 tokens of a tile: S = Q K^T on tensor
+// cores with the GQA group's query heads as the rows of an m16n8k16 A operand (rows past the group
+// are zero), online softmax in FP32 registers, O += P V with P straight from the S accumulators (as
+// in attention_prefill.cu). The warps are combined once per pair segment; a pair spread over
+// several blocks is merged by the block that finishes last (a counter per pair in the workspace,
+// reset by that block), so there is no second kernel. A first version on CUDA cores (per-row dot
+// products, shuffles and a per-thread online softmax) was instruction-bound at ~2.4 TB/s.
+//
+// split (fewer pairs: batch 1): flash-decoding, block per (split, KV head, sequence) over a grid
+// sized from max_context, the split's exact softmax with the scores in shared memory, then a merge
+// kernel. Measured on the H200 (bench/NOTES.md), it stays ahead at batch 1 (Llama-3.1-8B: 8 pairs;
+// kernel 9.3 against 12.0 us at 512 tokens, 20 against 38 us at 8k): the streaming kernel's merge
+// of many parts is a chain of dependent loads, while at batch 8 (64 pairs) and 32 the streaming
+// kernel is faster (engine step -0.2 and -0.55 ms, 4.0 against 3.3 TB/s at batch 32 and 8k).
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
@@ -18,19 +34,442 @@ namespace gpuscout::cuda::infer {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 8;  // query heads per KV head (Llama 3 70B: 8)
 constexpr float kLog2e = 1.4426950408889634f;
+// The streaming kernel's merge counters, one per (sequence, KV head), open the workspace; they are
+// zero before the first launch and every launch leaves them zero.
+constexpr int kMaxPairs = 16384;
+// Pairs from which the streaming kernel is used: measured faster at 64 (batch 8 x 8 KV heads) and
+// above, slower at 8 (batch 1); the counts in between were not measured and keep the split kernel.
+constexpr int kStreamMinPairs = 64;
 
+__host__ __device__ constexpr int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+namespace streaming {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = kWarps * 16;  // tokens per tile: 16 per warp
+// Tiles in flight per block: the one being computed and kStages - 1 ahead. Little's law on the
+// H200: ~4 TB/s x ~1 us = 4 MB in flight, 30 KB per SM; 2 resident blocks x 2 tiles ahead x 32 KB
+// of K+V (D 128) give 128 KB.
+constexpr int kStages = 3;
+constexpr int kMaxGridBlocks = 1024;  // workspace bound (132 SMs x 2 resident blocks = 264)
+constexpr std::uint32_t kNoRow = 0xffffffffu;
+
+template <int D>
+struct Tile {
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  // D 64/128: rows of 8+ chunks, chunk c of row r stored at c ^ (r % 8); D 32: rows padded to 40.
+  static constexpr int kLd = D == 32 ? D + 8 : D;
+  static constexpr int kElems = kTileRows * kLd;  // one K (or V) tile
+  __device__ static int offset(int row, int chunk) {
+    if constexpr (D == 32) {
+      return row * kLd + chunk * 8;
+    } else {
+      return row * kLd + ((chunk ^ (row & 7)) * 8);
+    }
+  }
+};
+
+template <int D>
+constexpr std::size_t dynamic_smem_bytes(int num_seqs) {
+  return (2ull * kStages * Tile<D>::kElems + kStages * kMaxGroup * D) * 2 +
+         (kStages + 1) * kTileRows * sizeof(std::uint32_t) + (static_cast<std::size_t>(num_seqs) + 1) * sizeof(int);
+}
+
+// Workspace: counters[kMaxPairs] (zero before the first launch; every launch leaves them zero),
+// then per partial slot and query head the (max, sum) and the D accumulators. Slot of the part of
+// pair p that block b computed: b + p, unique because a block's pairs follow the previous block's.
+struct Workspace {
+  int* counters;
+  float* max_sum;  // [slots, G, 2]
+  float* acc;      // [slots, G, D]
+};
+
+Workspace workspace_layout(void* base, int pairs, int group) {
+  auto* counters = static_cast<int*>(base);
+  float* max_sum = reinterpret_cast<float*>(counters + kMaxPairs);
+  const std::size_t slots = static_cast<std::size_t>(kMaxGridBlocks) + pairs;
+  return Workspace{counters, max_sum, max_sum + slots * group * 2};
+}
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared; src_bytes 0 zero-fills (rows past the context).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// Position in the block's run of tiles: global tile x is tile j of the `tiles` tiles of
+// (seq, kvh). Every thread of a block holds the same values.
+struct TileCursor {
+  int x, seq, kvh, j, tiles, ctx;
+  __device__ void advance(const int* prefix, const AttentionBatch& batch, int kv_heads) {
+    ++x;
+    if (++j < tiles) return;
+    j = 0;
+    if (++kvh < kv_heads) return;
+    kvh = 0;
+    do {
+      ++seq;
+    } while (seq < batch.num_seqs && prefix[seq + 1] == prefix[seq]);
+    if (seq < batch.num_seqs) {
+      tiles = prefix[seq + 1] - prefix[seq];
+      ctx = batch.context_len[seq];
+    }
+  }
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    decode_attention_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
+                            AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2) {
+  using T = Tile<D>;
+  extern __shared__ uint4 dynamic_smem[];
+  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [kStages][kElems]
+  bf16* vs = ks + kStages * T::kElems;                                          // [kStages][kElems]
+  bf16* qs = vs + kStages * T::kElems;                                          // [kStages][kMaxGroup][D]
+  auto* ring = reinterpret_cast<std::uint32_t*>(qs + kStages * kMaxGroup * D);  // [kStages + 1][kTileRows]
+  int* prefix = reinterpret_cast<int*>(ring + (kStages + 1) * kTileRows);       // [num_seqs + 1]
+  __shared__ float warp_max[kWarps][kMaxGroup], warp_sum[kWarps][kMaxGroup];
+  __shared__ int scan[kWarps];
+  __shared__ int merging;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, tig = lane % 4;  // accumulator row (query head of the group), column pair
+  const int num_seqs = batch.num_seqs, kv_heads = shape.kv_heads;
+  const int group = shape.heads / kv_heads;
+
+  // Tiles of each sequence (0 for padding) and their exclusive prefix sum. The step's metadata was
+  // copied before its first kernel: all of this, and the block-table reads, precede pdl_wait.
+  auto seq_tiles = [&](int s) {
+    const int ctx = batch.context_len[s];
+    return batch.q_len[s] > 0 && ctx > 0 ? ceil_div(ctx, kTileRows) : 0;
+  };
+  const int per_thread = ceil_div(num_seqs, kThreads);
+  int local = 0;
+  for (int i = 0; i < per_thread; ++i) {
+    const int s = tid * per_thread + i;
+    if (s < num_seqs) local += seq_tiles(s);
+  }
+  int inclusive = local;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int v = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += v;
+  }
+  if (lane == 31) scan[warp] = inclusive;
+  __syncthreads();
+  int running = inclusive - local;
+  for (int w = 0; w < warp; ++w) running += scan[w];
+  for (int i = 0; i < per_thread; ++i) {
+    const int s = tid * per_thread + i;
+    if (s < num_seqs) {
+      prefix[s] = running;
+      running += seq_tiles(s);
+    }
+  }
+  if (tid == kThreads - 1) prefix[num_seqs] = running;
+  __syncthreads();
+
+  const int total_tiles = prefix[num_seqs] * kv_heads;
+  const int chunk = ceil_div(total_tiles, static_cast<int>(gridDim.x));
+  const int x0 = static_cast<int>(blockIdx.x) * chunk, x1 = min(x0 + chunk, total_tiles);
+
+  TileCursor lookup{};
+  if (x0 < x1) {
+    // The sequence holding tile x0: the first s with prefix[s + 1] > x0 / kv_heads.
+    const int key = x0 / kv_heads;
+    int lo = 0, hi = num_seqs - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (prefix[mid + 1] > key) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    lookup.x = x0;
+    lookup.seq = lo;
+    lookup.tiles = prefix[lo + 1] - prefix[lo];
+    lookup.ctx = batch.context_len[lo];
+    const int offset = x0 - prefix[lo] * kv_heads;
+    lookup.kvh = offset / lookup.tiles;
+    lookup.j = offset % lookup.tiles;
+  }
+  const TileCursor start = lookup;
+  // Cache rows (block * kv_heads + kvh) * block_size + offset of the tile at `lookup`, one per
+  // thread of the first 64, into ring slot x % (kStages + 1); then the cursor moves on.
+  auto lookup_tile = [&] {
+    if (lookup.x < x1) {
+      if (tid < kTileRows) {
+        const int token = lookup.j * kTileRows + tid;
+        std::uint32_t row = kNoRow;
+        if (token < lookup.ctx) {
+          const std::int32_t* table =
+              batch.block_tables + static_cast<std::int64_t>(lookup.seq) * batch.max_blocks_per_seq;
+          row =
+              (static_cast<std::uint32_t>(table[token / shape.block_size]) * kv_heads + lookup.kvh) * shape.block_size +
+              token % shape.block_size;
+        }
+        ring[(lookup.x % (kStages + 1)) * kTileRows + tid] = row;
+      }
+      lookup.advance(prefix, batch, kv_heads);
+    }
+  };
+  for (int s = 0; s < kStages; ++s) lookup_tile();
+
+  // Q and the new token's K/V come from the kernel before this one; `out` is read by earlier ones.
+  pdl_wait();
+  pdl_trigger();
+  // Padding rows (a query, no context) get deterministic zeros: sequence s from block s % grid.
+  for (int s = blockIdx.x; s < num_seqs; s += gridDim.x) {
+    if (batch.q_len[s] > 0 && batch.context_len[s] <= 0) {
+      bf16* dst = out + static_cast<std::int64_t>(batch.q_start[s]) * out_stride;
+      for (int e = tid; e < shape.heads * D; e += kThreads) dst[e] = __float2bfloat16_rn(0.0f);
+    }
+  }
+  if (x0 >= x1) return;
+  __syncthreads();  // the ring's first slots
+
+  TileCursor issue = start;
+  auto issue_tile = [&](int stage) {
+    if (issue.x < x1) {
+      const std::uint32_t* rows = ring + (issue.x % (kStages + 1)) * kTileRows;
+#pragma unroll
+      for (int c = tid; c < kTileRows * T::kChunks; c += kThreads) {
+        const int r = c / T::kChunks, cc = c % T::kChunks;
+        const std::uint32_t row = rows[r];
+        const bool valid = row != kNoRow;
+        const std::int64_t src = valid ? static_cast<std::int64_t>(row) * D + cc * 8 : 0;
+        const int dst = stage * T::kElems + T::offset(r, cc);
+        cp_async16(ks + dst, k_cache + src, valid ? 16 : 0);
+        cp_async16(vs + dst, v_cache + src, valid ? 16 : 0);
+      }
+      if ((issue.j == 0 || issue.x == x0) && tid < group * T::kChunks) {  // a segment's queries
+        const int h = tid / T::kChunks, cc = tid % T::kChunks;
+        const bf16* src =
+            q + static_cast<std::int64_t>(batch.q_start[issue.seq]) * q_stride + (issue.kvh * group + h) * D + cc * 8;
+        cp_async16(qs + (stage * kMaxGroup + h) * D + cc * 8, src, 16);
+      }
+      issue.advance(prefix, batch, kv_heads);
+    }
+    cp_async_commit();  // one group per call, empty or not: wait_group counts stay uniform
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue_tile(s);
+
+  std::uint32_t qa[D / 16][2];  // A fragments of Q: rows g (the 8 rows g + 8 are zero)
+  float o[D / 8][4];            // O accumulators: rows g (and unused g + 8), columns 8i + 2 tig
+  float m = -INFINITY, l = 0.0f;
+  TileCursor cur = start;
+  for (int it = 0; cur.x < x1; ++it) {
+    const int stage = it % kStages;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile `it` has landed for every thread; tile it - 1 is no longer read
+    if (cur.j == 0 || cur.x == x0) {
+      const bf16* qrow = qs + (stage * kMaxGroup + g) * D;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        qa[kk][0] = g < group ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + tig * 2) : 0u;
+        qa[kk][1] = g < group ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + 8 + tig * 2) : 0u;
+      }
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+      m = -INFINITY;
+      l = 0.0f;
+    }
+    lookup_tile();  // tile it + kStages, into the slot tile it - 1 used
+    issue_tile((it + kStages - 1) % kStages);
+
+    // S (query heads x this warp's 16 tokens) = Q K^T.
+    const bf16* kt = ks + stage * T::kElems;
+    const bf16* vt = vs + stage * T::kElems;
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      std::uint32_t b[4];
+      ldmatrix_x4(b, kt + T::offset(warp * 16 + lane % 8 + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
+      const std::uint32_t a[4] = {qa[kk][0], 0u, qa[kk][1], 0u};
+      mma_bf16(s[0], a, b[0], b[1]);
+      mma_bf16(s[1], a, b[2], b[3]);
+    }
+    // Online softmax of row g over the warp's tokens (log2 domain; -inf past the context).
+    const int token0 = cur.j * kTileRows + warp * 16 + tig * 2;
+    float mx = m;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[n][j] = token0 + n * 8 + j < cur.ctx ? s[n][j] * scale_log2 : -INFINITY;
+        mx = fmaxf(mx, s[n][j]);
+      }
+#pragma unroll
+    for (int x = 1; x < 4; x *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+    const float base = mx == -INFINITY ? 0.0f : mx;  // no token yet: everything stays 0
+    const float alpha = exp2f(m - base);
+    m = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[n][j] = exp2f(s[n][j] - base);
+        sum += s[n][j];
+      }
+    l = fmaf(l, alpha, sum);
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      o[i][0] *= alpha;
+      o[i][1] *= alpha;
+    }
+    // O += P V: the S accumulators are the A fragment of P (rows g + 8 zero).
+    const std::uint32_t pa[4] = {pack_bf16(s[0][0], s[0][1]), 0u, pack_bf16(s[1][0], s[1][1]), 0u};
+#pragma unroll
+    for (int db = 0; db < D / 16; ++db) {
+      std::uint32_t b[4];
+      ldmatrix_x4_trans(b, vt + T::offset(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8, db * 2 + lane / 16));
+      mma_bf16(o[2 * db], pa, b[0], b[1]);
+      mma_bf16(o[2 * db + 1], pa, b[2], b[3]);
+    }
+
+    if (cur.j == cur.tiles - 1 || cur.x == x1 - 1) {
+      // Segment end: the warps' rows combined through shared memory; the K stage of this tile is
+      // free until the next iteration's barrier and holds the per-warp accumulators.
+#pragma unroll
+      for (int x = 1; x < 4; x *= 2) l += __shfl_xor_sync(0xffffffffu, l, x);
+      if (tig == 0) warp_max[warp][g] = m;
+      __syncthreads();
+      float block_max = warp_max[0][g];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) block_max = fmaxf(block_max, warp_max[w][g]);
+      const float f = m == -INFINITY ? 0.0f : exp2f(m - block_max);
+      auto* partial = reinterpret_cast<float*>(ks + stage * T::kElems);  // [kWarps][kMaxGroup][D]
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        *reinterpret_cast<float2*>(partial + (warp * kMaxGroup + g) * D + i * 8 + tig * 2) =
+            make_float2(o[i][0] * f, o[i][1] * f);
+      }
+      if (tig == 0) warp_sum[warp][g] = l * f;
+      __syncthreads();
+      const int pair = cur.seq * kv_heads + cur.kvh;
+      const int pair_first = prefix[cur.seq] * kv_heads + cur.kvh * cur.tiles;
+      const int first_block = pair_first / chunk, last_block = (pair_first + cur.tiles - 1) / chunk;
+      bf16* dst = out + static_cast<std::int64_t>(batch.q_start[cur.seq]) * out_stride + cur.kvh * group * D;
+      const std::int64_t slot = static_cast<std::int64_t>(blockIdx.x) + pair;
+      for (int e = tid; e < group * D; e += kThreads) {
+        const int h = e / D;
+        float acc = 0.0f, total = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+          acc += partial[(w * kMaxGroup + h) * D + e - h * D];
+          total += warp_sum[w][h];
+        }
+        if (first_block == last_block) {  // the whole pair was this block's
+          dst[e] = __float2bfloat16_rn(acc / total);
+        } else {
+          ws.acc[slot * group * D + e] = acc;
+          if (e - h * D == 0) {
+            float mh = warp_max[0][h];
+#pragma unroll
+            for (int w = 1; w < kWarps; ++w) mh = fmaxf(mh, warp_max[w][h]);
+            ws.max_sum[(slot * group + h) * 2] = mh;
+            ws.max_sum[(slot * group + h) * 2 + 1] = total;
+          }
+        }
+      }
+      if (first_block != last_block) {
+        __threadfence();  // the partial is visible before the counter says so
+        __syncthreads();
+        if (tid == 0) {
+          const int parts = last_block - first_block + 1;
+          merging = atomicAdd(&ws.counters[pair], 1) == parts - 1;
+          if (merging) ws.counters[pair] = 0;  // the last one: every other part has been counted
+        }
+        __syncthreads();
+        if (merging) {
+          __threadfence();
+          for (int e = tid; e < group * D; e += kThreads) {
+            const int h = e / D;
+            float mx_all = -INFINITY;
+            for (int b = first_block; b <= last_block; ++b)
+              mx_all = fmaxf(mx_all, __ldcg(&ws.max_sum[((static_cast<std::int64_t>(b) + pair) * group + h) * 2]));
+            float total = 0.0f, acc = 0.0f;
+#pragma unroll 4
+            for (int b = first_block; b <= last_block; ++b) {
+              const std::int64_t part = static_cast<std::int64_t>(b) + pair;
+              const float w = exp2f(__ldcg(&ws.max_sum[(part * group + h) * 2]) - mx_all);
+              total = fmaf(w, __ldcg(&ws.max_sum[(part * group + h) * 2 + 1]), total);
+              acc = fmaf(w, __ldcg(&ws.acc[part * group * D + e]), acc);
+            }
+            dst[e] = __float2bfloat16_rn(acc / total);
+          }
+        }
+      }
+      // warp_max/warp_sum and the stage are rewritten only after the next iteration's barrier.
+    }
+    cur.advance(prefix, batch, kv_heads);
+  }
+}
+
+// Blocks resident per SM (registers and shared memory decide), once per process; the dynamic
+// shared memory limit is raised once per device.
+template <int D>
+int resident_blocks_per_sm(int device) {
+  static std::array<std::atomic<bool>, 64> configured{};
+  auto* kernel = decode_attention_kernel<D>;
+  if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device].load()) {
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(dynamic_smem_bytes<D>(kMaxPairs))));
+    if (device >= 0 && device < static_cast<int>(configured.size())) configured[device].store(true);
+  }
+  static const int blocks = [kernel] {
+    int n = 0;
+    GPUSCOUT_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dynamic_smem_bytes<D>(256)));
+    return std::max(n, 1);
+  }();
+  return blocks;
+}
+
+}  // namespace streaming
+
+namespace split {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+constexpr int kDecodeSplitTokens = 512;
 // Finer splits stop at kDecodeBlockBudget blocks (about 2 resident blocks per SM on 132 SMs).
 // Measured on the H200 (bench/NOTES.md), batch 1 at 8k context: 31.6 us with 512-token splits
 // (128 blocks), 22.9 us with budget 256 (256-token splits), 30.6 us at 512 and 46.7 us at 1024,
 // where the second wave of blocks and the merge of many splits cost more than they bring.
-
-int ceil_div(int a, int b) {
-  return (a + b - 1) / b;
-}
+constexpr int kDecodeBlockBudget = 256;
 
 // Tokens per split for a launch: depends only on host-known sizes, so a captured graph keeps it.
 int split_tokens(int num_seqs, int kv_heads, int max_context, int block_budget) {
@@ -44,14 +483,14 @@ int split_tokens(int num_seqs, int kv_heads, int max_context, int block_budget) 
 }
 
 // Partial results: per (sequence, head, split) the max (log2 domain), the sum of exp2(s - max),
-// and the D accumulators.
+// and the D accumulators; after the streaming kernel's counters, which must stay zero.
 struct Workspace {
   float* max_sum;  // [num_seqs, heads, splits, 2]
   float* acc;      // [num_seqs, heads, splits, D]
 };
 
 Workspace workspace_layout(void* base, int num_seqs, int heads, int splits) {
-  auto* f = static_cast<float*>(base);
+  auto* f = reinterpret_cast<float*>(static_cast<int*>(base) + kMaxPairs);
   return Workspace{f, f + static_cast<std::size_t>(num_seqs) * heads * splits * 2};
 }
 
@@ -257,6 +696,8 @@ __global__ void decode_merge_kernel(AttentionBatch batch, AttentionShape shape, 
   *dst = __float2bfloat16_rn(o / l);
 }
 
+}  // namespace split
+
 }  // namespace
 
 const char* check_attention_shape(const AttentionShape& shape) {
@@ -271,27 +712,50 @@ const char* check_attention_shape(const AttentionShape& shape) {
   return "";
 }
 
-std::size_t decode_attention_workspace_bytes_budget(int num_seqs, int heads, int head_dim, int max_context,
-                                                    int block_budget) {
-  // Partials: one per (sequence, head, split). With 512-token splits that is num_seqs * heads *
-  // splits; finer splits are only used while the blocks (num_seqs * kv_heads * splits) stay within
-  // the budget, i.e. at most budget * (heads per KV head) partials. The larger bound, so the size
-  // needs no kv_heads and serves any smaller batch or context too.
-  const std::size_t coarse =
-      static_cast<std::size_t>(num_seqs) * heads * ceil_div(std::max(max_context, 1), kDecodeSplitTokens);
-  const std::size_t fine = static_cast<std::size_t>(block_budget) * std::min(heads, kMaxGroup);
-  return std::max(coarse, fine) * (head_dim + 2) * sizeof(float);
-}
-
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context) {
-  return decode_attention_workspace_bytes_budget(num_seqs, heads, head_dim, max_context, kDecodeBlockBudget);
+  num_seqs = std::max(num_seqs, 0);
+  // streaming: partial slots = grid blocks + pairs, each with the group's heads, i.e. at most
+  // kMaxGridBlocks * 8 + num_seqs * heads head partials whatever kv_heads is.
+  const std::size_t stream_parts =
+      static_cast<std::size_t>(streaming::kMaxGridBlocks) * kMaxGroup + static_cast<std::size_t>(num_seqs) * heads;
+  // split: one partial per (sequence, head, split); with 512-token splits num_seqs * heads *
+  // splits, finer splits only while the blocks stay within the budget: at most budget * group.
+  const std::size_t split_coarse =
+      static_cast<std::size_t>(num_seqs) * heads * ceil_div(std::max(max_context, 1), split::kDecodeSplitTokens);
+  const std::size_t split_fine = static_cast<std::size_t>(split::kDecodeBlockBudget) * std::min(heads, kMaxGroup);
+  const std::size_t parts = std::max({stream_parts, split_coarse, split_fine});
+  return kMaxPairs * sizeof(int) + parts * (head_dim + 2) * sizeof(float);
 }
 
-void launch_decode_attention_budget(int block_budget, const bf16* q, int q_stride, const bf16* k_cache,
-                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                    void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
+void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
+                                  const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
+                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
-  const int tokens = split_tokens(batch.num_seqs, shape.kv_heads, batch.max_context, block_budget);
+  const int pairs = batch.num_seqs * shape.kv_heads;
+  if (pairs > kMaxPairs || batch.num_seqs >= kMaxPairs) {
+    throw std::invalid_argument("decode attention: more than 16384 (sequence, KV head) pairs");
+  }
+  const streaming::Workspace ws = streaming::workspace_layout(workspace, pairs, shape.heads / shape.kv_heads);
+  const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
+  int device = 0, sms = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  dispatch_head_dim(shape.head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    const int resident = streaming::resident_blocks_per_sm<D>(device);
+    const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
+    launch_kernel(streaming::decode_attention_kernel<D>, dim3(blocks), streaming::kThreads,
+                  streaming::dynamic_smem_bytes<D>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch, shape,
+                  ws, out, out_stride, scale_log2);
+  });
+}
+
+void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                   const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
+                                   int out_stride, cudaStream_t stream) {
+  if (batch.num_seqs <= 0) return;
+  using namespace split;
+  const int tokens = split_tokens(batch.num_seqs, shape.kv_heads, batch.max_context, kDecodeBlockBudget);
   const int splits = ceil_div(std::max(batch.max_context, 1), tokens);
   const Workspace ws = workspace_layout(workspace, batch.num_seqs, shape.heads, splits);
   const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
@@ -309,8 +773,11 @@ void launch_decode_attention_budget(int block_budget, const bf16* q, int q_strid
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream) {
-  launch_decode_attention_budget(kDecodeBlockBudget, q, q_stride, k_cache, v_cache, batch, shape, workspace, out,
-                                 out_stride, stream);
+  if (batch.num_seqs * shape.kv_heads >= kStreamMinPairs) {
+    launch_decode_attention_grid(0, q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
+  } else {
+    launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
+  }
 }
 
 }  // namespace gpuscout::cuda::infer

@@ -17,13 +17,14 @@ enum class SkinnyPath {
 void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf16* w, int n, int k,
                              const bf16* residual, bf16* y, cudaStream_t stream);
 
-// Decode attention splits the context more finely (down to kDecodeSplitTokens / 8) while the grid
-// stays within `block_budget` blocks; launch_decode_attention uses kDecodeBlockBudget.
-inline constexpr int kDecodeBlockBudget = 256;
-std::size_t decode_attention_workspace_bytes_budget(int num_seqs, int heads, int head_dim, int max_context,
-                                                    int block_budget);
-void launch_decode_attention_budget(int block_budget, const bf16* q, int q_stride, const bf16* k_cache,
-                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                    void* workspace, bf16* out, int out_stride, cudaStream_t stream);
+// The two decode attention kernels launch_decode_attention chooses between (attention_decode.cu):
+// the tile-streaming one on a grid of `grid_blocks` blocks (0: the SMs times the blocks resident
+// per SM, its default; at most 1024), and the split (flash-decoding) one with its merge kernel.
+void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                   const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
+                                   int out_stride, cudaStream_t stream);
+void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
+                                  const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
+                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream);
 
 }  // namespace gpuscout::cuda::infer

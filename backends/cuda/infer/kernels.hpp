@@ -87,12 +87,13 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
 
-// Decode attention (every sequence has q_len 1): the context is split into chunks of at most
-// kDecodeSplitTokens (down to 1/8 of it when the batch is too small to fill the GPU; the choice
-// depends only on num_seqs, kv_heads and max_context, so graph capture keeps it) processed by
-// separate thread blocks (flash-decoding), then merged. `workspace` holds the partial results:
-// decode_attention_workspace_bytes() of them (enough for any smaller batch or max_context too).
-inline constexpr int kDecodeSplitTokens = 512;
+// Decode attention (every sequence has q_len 1), one of two kernels by the number of (sequence, KV
+// head) pairs, which the host knows (graph capture keeps the choice): from 64 pairs a fixed grid
+// (the SMs times the blocks resident per SM) shares the K/V tiles of all pairs evenly between its
+// blocks, a pair spread over several blocks being merged by the last of them; below, flash-decoding
+// splits sized from max_context and a merge kernel. `workspace`: decode_attention_workspace_bytes()
+// (enough for any smaller batch or max_context), zero-filled once before the first launch; each
+// launch leaves the merge counters in it at zero.
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
