@@ -876,6 +876,104 @@ void bench() {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// FP8 (compute capability 8.9+): weight codes, dynamic per-tensor quantization, the FP8 decode GEMM.
+
+std::vector<std::uint8_t> random_e4m3_codes(std::size_t n) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<std::uint8_t> v(n);
+  for (auto& c : v) {
+    do c = static_cast<std::uint8_t>(byte(rng));
+    while ((c & 0x7F) == 0x7F);  // no NaN codes
+  }
+  return v;
+}
+
+void test_fp8_weight_codes() {
+  const gi::WeightKind kinds[] = {gi::WeightKind::wq, gi::WeightKind::wo, gi::WeightKind::w_down};
+  std::size_t total = 0, mismatched = 0;
+  for (const auto kind : kinds) {
+    const int in = 333;
+    const float scale = gi::fp8_weight_scale(in);
+    const std::int64_t row0 = 57, rows = 41, col0 = 100, cols = 117;  // a shard inside the tensor
+    Dev<std::uint8_t> d(std::vector<std::uint8_t>(rows * cols, 0x7F));
+    launch_init_weights_fp8(d.p, 42, kind, 3, in, row0, rows, col0, cols, scale, nullptr);
+    const auto got = d.download();
+    const auto stream = gi::tensor_stream(42, kind, 3);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c, ++total) {
+        const auto idx = static_cast<std::uint64_t>((row0 + r) * in + col0 + c);
+        mismatched += got[r * cols + c] != gi::fp8_weight_code(stream, kind, idx, in, scale);
+      }
+  }
+  report("init_weights_fp8: bit-exact vs weights.hpp (3 kinds, shards)", mismatched == 0,
+         std::to_string(mismatched) + " of " + std::to_string(total) + " differ");
+}
+
+// The GPU's scale must be max|x| / 448 and its codes CUDA's own conversion (round to nearest even,
+// saturating), which weights.hpp's host encoder must reproduce bit for bit. Run several times on
+// different data: the scratch words must have reset themselves.
+void test_fp8_quantize() {
+  Dev<unsigned> words(std::vector<unsigned>{0, 0});
+  Dev<float> scale(1);
+  const Fp8Scratch scratch{words.p, words.p + 1, scale.p};
+  for (const std::size_t count : {std::size_t{1} << 20, std::size_t{1000003}, std::size_t{5}}) {
+    for (const float range : {3.0f, 0.01f}) {
+      const auto x = random_bf16(count, range);
+      Dev<u16> dx(x);
+      Dev<std::uint8_t> out(std::vector<std::uint8_t>(count + 8, 0x7F));
+      launch_quantize_fp8(dx.as<bf16>(), static_cast<std::int64_t>(count), scratch, out.p, nullptr);
+      const float got_scale = scale.download()[0];
+      const auto codes = out.download();
+      float amax = 0;
+      for (u16 v : x) amax = std::max(amax, std::fabs(to_f(v)));
+      const float want_scale = amax / gi::kE4m3Max;
+      const float inv = 1.0f / got_scale;
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < count; ++i) bad += codes[i] != gi::float_to_e4m3_bits(to_f(x[i]) * inv);
+      const auto left = words.download();
+      char name[128], detail[160];
+      std::snprintf(name, sizeof name, "quantize_fp8 %zu elements, |x| <= %g", count, range);
+      std::snprintf(detail, sizeof detail, "scale %.6g (want %.6g), %zu codes differ, scratch left %u/%u, tail %#x",
+                    got_scale, want_scale, bad, left[0], left[1], codes[count]);
+      report(name, got_scale == want_scale && bad == 0 && left[0] == 0 && left[1] == 0 && codes[count] == 0x7F, detail);
+    }
+  }
+}
+
+void test_skinny_gemm_fp8() {
+  struct Case {
+    int rows, n, k;
+    bool residual;
+  };
+  // k % 64 == 0: tensor cores; otherwise the scalar path.
+  const Case cases[] = {{1, 300, 512, false}, {2, 257, 4096, true}, {4, 64, 1024, false}, {5, 77, 576, true},
+                        {8, 515, 1536, true}, {8, 40, 100, true},   {3, 9, 13, false}};
+  for (const auto& c : cases) {
+    const float w_scale = gi::fp8_weight_scale(c.k);
+    const auto x = random_bf16(static_cast<std::size_t>(c.rows) * c.k);
+    const auto w = random_e4m3_codes(static_cast<std::size_t>(c.n) * c.k);
+    const auto res = random_bf16(static_cast<std::size_t>(c.rows) * c.n);
+    Dev<u16> dx(x), dy(static_cast<std::size_t>(c.rows) * c.n);
+    Dev<std::uint8_t> dw(w);
+    dy.upload(c.residual ? res : std::vector<u16>(dy.n, kPoison));
+    launch_skinny_gemm_fp8(dx.as<bf16>(), c.rows, dw.p, w_scale, c.n, c.k, c.residual ? dy.as<bf16>() : nullptr,
+                           dy.as<bf16>(), nullptr);
+    std::vector<double> ref(dy.n);
+    for (int r = 0; r < c.rows; ++r)
+      for (int j = 0; j < c.n; ++j) {
+        double acc = 0;
+        for (int i = 0; i < c.k; ++i)
+          acc += static_cast<double>(to_f(x[r * c.k + i])) * gi::e4m3_bits_to_float(w[j * c.k + i]);
+        ref[r * c.n + j] = acc * w_scale + (c.residual ? to_f(res[r * c.n + j]) : 0.0);
+      }
+    char name[128];
+    std::snprintf(name, sizeof name, "skinny_gemm_fp8 rows %d n %d k %d%s", c.rows, c.n, c.k,
+                  c.residual ? " +res (aliased)" : "");
+    check_close(name, floats(dy.download()), ref);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -902,7 +1000,16 @@ int main(int argc, char** argv) {
       test_skinny_gemm();
     }
     test_decode_attention();
-    if (!decode_only) test_prefill_attention();
+    if (!decode_only) {
+      test_prefill_attention();
+      if (prop.major * 10 + prop.minor >= 89) {
+        test_fp8_weight_codes();
+        test_fp8_quantize();
+        test_skinny_gemm_fp8();
+      } else {
+        std::printf("FP8 kernels: skipped (compute capability %d.%d, FP8 needs 8.9)\n", prop.major, prop.minor);
+      }
+    }
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
   } catch (const std::exception& e) {
