@@ -85,7 +85,7 @@ struct ServeFlags {
 
 // The train-step benchmark's flags as typed (--model is the serve flag's); train_options() validates them.
 struct TrainFlags {
-  std::string micro_batches, seqs;
+  std::string micro_batches, seqs, precision;
   int layers = 0;
   std::vector<std::pair<std::string, CLI::Option*>> options;
   bool given(const std::string& name) const { return flag_given(options, name); }
@@ -286,6 +286,12 @@ bench::TrainStepOptions train_options(AppContext& ctx, const BenchFlags& f) {
   }
   if (t.given("micro-batch")) o.micro_batches = positive_int_list(t.micro_batches, "micro-batch", "1,4");
   if (t.given("seq")) o.seqs = positive_int_list(t.seqs, "seq", "2048,4096");
+  if (t.given("train-precision")) {
+    if (t.precision != "bf16" && t.precision != "fp8") {
+      throw UsageError(fmt::format("--train-precision {}: expected bf16 or fp8", t.precision));
+    }
+    o.fp8 = t.precision == "fp8";
+  }
   for (int seq : o.seqs) {
     if (seq > info.max_context) {
       throw UsageError(
@@ -683,6 +689,8 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
       fmt::format("train-step: decoder layers run forward and backward (default {})", bench::kDefaultTrainLayers));
   train_flag("micro-batch", tf.micro_batches, "train-step: sequences per step, a comma list of cases (default 1)");
   train_flag("seq", tf.seqs, "train-step: tokens per sequence, a comma list of cases (default 4096)");
+  train_flag("train-precision", tf.precision,
+             "train-step: bf16 (default) or fp8 (the linear layers' GEMMs in E4M3/E5M2, compute capability 8.9+)");
   cmd->callback([&ctx, flags] {
     flags->serve_options = serve_options(ctx, *flags);
     flags->train_options = train_options(ctx, *flags);

@@ -18,3 +18,7 @@ gpuscout_cli_test(bench_train_flag_without_train_step 2 --stdout-empty --stderr-
                   -- bench --only memory --seq 4096)
 gpuscout_cli_test(bench_train_model_without_either 2 --stdout-empty --stderr-contains "--only train-step"
                   -- bench --only gemm --model llama-3.1-8b)
+gpuscout_cli_test(bench_train_bad_precision 2 --stdout-empty --stderr-contains "--train-precision fp16"
+                  --stderr-contains "bf16 or fp8" -- bench --only train-step --train-precision fp16)
+gpuscout_cli_test(bench_train_precision_without_train_step 2 --stdout-empty --stderr-contains "--train-precision"
+                  --stderr-contains "--only train-step" -- bench --only gemm --train-precision fp8)

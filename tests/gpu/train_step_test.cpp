@@ -1,6 +1,8 @@
 // The CUDA train step (backends/cuda/train) against the FP64 CPU reference (train_reference.hpp):
 // loss, output and the gradient of every weight and of the input, within the tolerances stated in
-// train_check.hpp (gradients: relative L2 error <= 3%). Exit 77 without a GPU.
+// train_check.hpp (gradients: relative L2 error <= 3%); then the same in FP8 mode (E4M3/E5M2 linear
+// GEMMs, gradients <= 24%, derived there from the formats' mantissa bits) on compute capability
+// 8.9+. Exit 77 without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -10,16 +12,17 @@
 
 namespace {
 
+using gpuscout::cuda::train::TrainPrecision;
 using gpuscout::train::TrainShape;
 
-bool run_case(const char* name, const TrainShape& s) {
+bool run_case(const char* name, const TrainShape& s, TrainPrecision precision) {
   std::printf("%s: %d layers, hidden %d, %d/%d heads of %d, FFN %d, %d x %d tokens\n", name, s.layers, s.model.hidden,
               s.model.heads, s.model.kv_heads, s.model.head_dim, s.model.ffn_hidden, s.micro_batch, s.seq);
-  const auto result = gpuscout::cuda::train::check_train_step(s);
+  const auto result = gpuscout::cuda::train::check_train_step(s, precision);
   std::printf("  loss: GPU %.6f, CPU %.6f; allocation %s train_step_memory\n", result.gpu_loss, result.cpu_loss,
               result.allocation_matches ? "matches" : "DIFFERS FROM");
   for (const auto& c : result.checks) {
-    std::printf("  %-22s %.2e (<= %.0e) %s\n", c.what.c_str(), c.error, c.tolerance, c.passed() ? "ok" : "FAIL");
+    std::printf("  %-22s %.2e (<= %.2e) %s\n", c.what.c_str(), c.error, c.tolerance, c.passed() ? "ok" : "FAIL");
   }
   return result.passed();
 }
@@ -33,10 +36,10 @@ int main() {
     return 77;
   }
   try {
-    bool ok = run_case("tiny", gpuscout::cuda::train::tiny_check_shape());  // 4 query / 2 KV heads of 32
+    const TrainShape tiny = gpuscout::cuda::train::tiny_check_shape();  // 4 query / 2 KV heads of 32
     // One KV head for four query heads of 64 and a sequence of 96 (row strides that give cuBLASLt
     // less than 256-byte alignment).
-    TrainShape wide = gpuscout::cuda::train::tiny_check_shape();
+    TrainShape wide = tiny;
     wide.model.hidden = 256;
     wide.model.kv_heads = 1;
     wide.model.head_dim = 64;
@@ -44,7 +47,19 @@ int main() {
     wide.layers = 1;
     wide.micro_batch = 1;
     wide.seq = 96;
-    ok = run_case("gqa-4:1", wide) && ok;
+    bool ok = true;
+    for (const TrainPrecision p : {TrainPrecision::bf16, TrainPrecision::fp8}) {
+      const bool fp8 = p == TrainPrecision::fp8;
+      if (fp8) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major * 10 + prop.minor < 89) {
+          std::puts("FP8: compute capability below 8.9, skipped");
+          break;
+        }
+      }
+      ok = run_case(fp8 ? "tiny fp8" : "tiny", tiny, p) && ok;
+      ok = run_case(fp8 ? "gqa-4:1 fp8" : "gqa-4:1", wide, p) && ok;
+    }
     std::puts(ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

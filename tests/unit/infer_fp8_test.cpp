@@ -102,3 +102,9 @@ TEST(InferFp8, WeightCodesUseTheRangeAndStayWithinIt) {
   EXPECT_LT(std::sqrt(err2 / ref2), 0.04);
   EXPECT_GT(std::sqrt(err2 / ref2), 0.005);
 }
+
+// E5M2 (the train step's gradient format, encoded on the GPU by CUDA): IEEE-like with bias 15, so
+// the largest finite value is the top normal exponent 30 - 15 with mantissa 1.11b.
+TEST(InferFp8, E5m2LargestFinite) {
+  EXPECT_EQ(gi::kE5m2Max, std::ldexp(1.75f, 30 - 15));
+}

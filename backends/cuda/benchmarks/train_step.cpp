@@ -1,11 +1,15 @@
 // One training step of N decoder layers of a catalog model (key "train-step", opt-in: --only
-// train-step): forward + backward, BF16 with FP32 accumulation (backends/cuda/train). Records:
+// train-step): forward + backward, BF16 with FP32 accumulation (backends/cuda/train), or with the
+// linear layers' GEMMs in FP8 (--train-precision fp8: "-fp8" after "tiny" and the model, gemm/fp8).
+// Records:
 //   train-step/verify/tiny                          the tiny configuration's loss and gradients vs the
 //                                                   FP64 CPU reference (tolerances: train_check.hpp)
-//   train-step/gemm/bf16/m8192_n8192_k8192          the BF16 GEMM rate of this run (same cuBLASLt path)
+//   train-step/gemm/bf16/m8192_n8192_k8192          the BF16 (FP8: gemm/fp8, E4M3) GEMM rate of this
+//                                                   run (same cuBLASLt path)
 //   train-step/<model>/l<N>/b<B>_s<S>               step time (forward, backward), tokens/s, model
 //                                                   TFLOP/s, MFU against the spec sheet's dense BF16
-//                                                   peak and % of the GEMM rate above, memory
+//                                                   peak (FP8: `mfu` vs the dense FP8 peak and
+//                                                   `mfu_vs_bf16_peak`), % of the GEMM rate above, memory
 // docs/train-step.md defines every figure.
 #include <fmt/format.h>
 
@@ -48,8 +52,9 @@ class TrainStepBenchmark final : public Benchmark {
   std::string description() const override {
     return fmt::format(
         "one training step (forward + backward) of --train-layers decoder layers of --model (default {} layers of "
-        "{}) at --micro-batch x --seq tokens, BF16: step time, tokens/s, MFU vs the dense BF16 peak and the run's "
-        "GEMM rate; gradients of a tiny configuration checked against the CPU reference",
+        "{}) at --micro-batch x --seq tokens, BF16 or (--train-precision fp8) FP8 linear GEMMs: step time, "
+        "tokens/s, MFU vs the dense peak and the run's GEMM rate; gradients of a tiny configuration checked against "
+        "the CPU reference",
         bench::kDefaultTrainLayers, bench::kDefaultTrainModel);
   }
   std::optional<std::string> not_supported_reason(const DeviceContext& device) const override {
@@ -63,13 +68,28 @@ class TrainStepBenchmark final : public Benchmark {
   std::vector<Record> run(const BenchEnv& env) override;
 };
 
+constexpr const char* kFp8Formats =
+    "QKV, O, gate/up and down GEMMs (forward, dgrad, wgrad) in FP8: activations and weights E4M3, output gradients "
+    "E5M2, one scale per tensor from its current amax, FP32 accumulation, BF16 outputs; attention, norms and "
+    "softmax BF16";
+
+ct::TrainPrecision precision(const BenchEnv& env) {
+  return env.options.train.fp8 ? ct::TrainPrecision::fp8 : ct::TrainPrecision::bf16;
+}
+
+// "" for BF16 (the keys as before FP8 existed), "-fp8" for FP8.
+const char* key_suffix(const BenchEnv& env) {
+  return env.options.train.fp8 ? "-fp8" : "";
+}
+
 Record make_record(const BenchEnv& env, std::string key, nlohmann::ordered_json params) {
   Record r;
   r.key = std::move(key);
   r.benchmark = "train-step";
   r.gpus = {env.device.index};
   r.params = std::move(params);
-  r.params["dtype"] = "bf16";
+  r.params["dtype"] = env.options.train.fp8 ? "fp8" : "bf16";
+  if (env.options.train.fp8) r.params["fp8_gemms"] = kFp8Formats;
   return r;
 }
 
@@ -82,7 +102,7 @@ void skip(const BenchEnv& env, std::vector<Record>& out, Record r, Outcome outco
 
 // The tiny configuration through the GPU step and the CPU reference.
 void verify_case(const BenchEnv& env, std::vector<Record>& out) {
-  const std::string key = "train-step/verify/tiny";
+  const std::string key = fmt::format("train-step/verify/tiny{}", key_suffix(env));
   if (!wanted(env.options, key)) return;
   const core::TrainShape s = ct::tiny_check_shape();
   Record r = make_record(env, key,
@@ -95,7 +115,7 @@ void verify_case(const BenchEnv& env, std::vector<Record>& out) {
                           {"micro_batch", s.micro_batch},
                           {"seq", s.seq},
                           {"reference", "FP64 CPU forward + backward (train_reference.cpp)"}});
-  const ct::TrainCheck check = ct::check_train_step(s);
+  const ct::TrainCheck check = ct::check_train_step(s, precision(env));
   nlohmann::ordered_json errors = nlohmann::ordered_json::object();
   for (const auto& c : check.checks) errors[c.what] = {{"relative_error", c.error}, {"tolerance", c.tolerance}};
   r.extra["checks"] = errors;
@@ -120,9 +140,11 @@ void verify_case(const BenchEnv& env, std::vector<Record>& out) {
   out.push_back(std::move(r));
 }
 
-// An 8192^3 BF16 product through the train step's own GEMM path: the rate its MFU is also compared to.
+// An 8192^3 product through the train step's own GEMM path, BF16 or (FP8 mode) E4M3 x E4M3 with
+// per-tensor scales: the rate its MFU is also compared to.
 std::optional<double> gemm_case(const BenchEnv& env, std::vector<Record>& out) {
-  const std::string key = fmt::format("train-step/gemm/bf16/m{0}_n{0}_k{0}", kGemmSize);
+  const bool fp8 = env.options.train.fp8;
+  const std::string key = fmt::format("train-step/gemm/{1}/m{0}_n{0}_k{0}", kGemmSize, fp8 ? "fp8" : "bf16");
   if (!wanted(env.options, key)) return std::nullopt;
   const double flops = 2.0 * kGemmSize * kGemmSize * kGemmSize;
   Record r = make_record(env, key, {{"m", kGemmSize}, {"n", kGemmSize}, {"k", kGemmSize}, {"flops", flops}});
@@ -133,6 +155,18 @@ std::optional<double> gemm_case(const BenchEnv& env, std::vector<Record>& out) {
                              nullptr);
   infer::launch_init_weights(b.get(), 7, gpuscout::infer::WeightKind::wk, 0, kGemmSize, 0, kGemmSize, 0, kGemmSize,
                              nullptr);
+  // FP8: E4M3 codes of a and b (infer's dynamic quantization), each scale in its own 256-byte slot.
+  DeviceBuffer<std::uint8_t> a8(fp8 ? elements : 1), b8(fp8 ? elements : 1), slots(2 * 256);
+  GPUSCOUT_CUDA_CHECK(cudaMemset(slots.get(), 0, slots.bytes()));
+  auto scratch = [&](int i) {
+    std::uint8_t* slot = slots.get() + 256 * i;
+    return infer::Fp8Scratch{reinterpret_cast<unsigned*>(slot + 4), reinterpret_cast<unsigned*>(slot + 8),
+                             reinterpret_cast<float*>(slot)};
+  };
+  if (fp8) {
+    infer::launch_quantize_fp8(a.get(), elements, scratch(0), a8.get(), nullptr);
+    infer::launch_quantize_fp8(b.get(), elements, scratch(1), b8.get(), nullptr);
+  }
   GPUSCOUT_CUDA_CHECK(cudaDeviceSynchronize());
   ct::Gemm gemm(workspace.get(), workspace.size());
   ct::GemmArgs g;  // y = x W^T, the forward layout of every projection
@@ -144,6 +178,13 @@ std::optional<double> gemm_case(const BenchEnv& env, std::vector<Record>& out) {
   g.ldb = kGemmSize;
   g.c = c.get();
   g.ldc = kGemmSize;
+  if (fp8) {
+    g.a = a8.get();
+    g.b = b8.get();
+    g.a_type = g.b_type = ct::Operand::e4m3;
+    g.a_scale = scratch(0).scale;
+    g.b_scale = scratch(1).scale;
+  }
   Stream stream;
   TelemetryScope telemetry(env.telemetry);
   const TimedRun timed = time_launches(
@@ -157,7 +198,7 @@ std::optional<double> gemm_case(const BenchEnv& env, std::vector<Record>& out) {
   r.metrics.push_back(bench::rate_metric("throughput", "TFLOP/s", flops / 1e12, times,
                                          "2 m n k / time; cuBLASLt's first heuristic choice, as the train step uses"));
   r.metrics.push_back(bench::time_metric("time", "ms", 1e3, times, "time per GEMM"));
-  bench::set_peak_reference(r, "throughput", "dense_tflops/bf16");
+  bench::set_peak_reference(r, "throughput", fp8 ? "dense_tflops/fp8" : "dense_tflops/bf16");
   const double tflops = flops / times.median / 1e12;
   env.report(fmt::format("{}: {:.0f} TFLOP/s", key, tflops));
   out.push_back(std::move(r));
@@ -165,16 +206,22 @@ std::optional<double> gemm_case(const BenchEnv& env, std::vector<Record>& out) {
 }
 
 // The largest layer count of `s` whose step fits `free_bytes`, 0 when not even one does.
-int layers_that_fit(core::TrainShape s, std::size_t free_bytes) {
+// Device bytes of the step: train_step_memory plus, in FP8 mode, the codes and scales.
+std::int64_t step_bytes(const core::TrainShape& s, bool fp8) {
+  return core::train_step_memory(s).total() + (fp8 ? ct::fp8_buffer_bytes(s) : 0);
+}
+
+int layers_that_fit(core::TrainShape s, bool fp8, std::size_t free_bytes) {
   for (; s.layers > 0; --s.layers) {
-    if (static_cast<std::size_t>(core::train_step_memory(s).total()) + kMemoryReserve <= free_bytes) return s.layers;
+    if (static_cast<std::size_t>(step_bytes(s, fp8)) + kMemoryReserve <= free_bytes) return s.layers;
   }
   return 0;
 }
 
 void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, int seq, std::optional<double> gemm) {
   const bench::TrainStepOptions& o = env.options.train;
-  const std::string key = fmt::format("train-step/{}/l{}/b{}_s{}", o.model_slug, o.layers, micro_batch, seq);
+  const std::string key =
+      fmt::format("train-step/{}{}/l{}/b{}_s{}", o.model_slug, key_suffix(env), o.layers, micro_batch, seq);
   if (!wanted(env.options, key)) return;
   core::TrainShape s;
   s.model = o.model;
@@ -206,23 +253,27 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
          {"scratch", mem.scratch},
          {"input_and_loss_projection", mem.io},
          {"total", mem.total()}}}});
+  const std::int64_t needed = step_bytes(s, o.fp8);
+  if (o.fp8) {
+    r.params["memory_bytes"]["fp8_codes_and_scales"] = ct::fp8_buffer_bytes(s);
+    r.params["memory_bytes"]["total"] = needed;
+  }
   std::size_t free_bytes = 0, total_bytes = 0;
   GPUSCOUT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (static_cast<std::size_t>(mem.total()) + kMemoryReserve > free_bytes) {
-    const int fit = layers_that_fit(s, free_bytes);
-    return skip(
-        env, out, std::move(r), Outcome::skipped,
-        fmt::format("does not fit: needs {:.1f} GiB ({:.1f} GiB of activations, of which {:.1f} GiB softmax "
-                    "probabilities; {:.1f} GiB weights and gradients; {:.1f} GiB scratch) + {:.1f} GiB "
-                    "reserve, {:.1f} GiB free of {:.1f} GiB; {}",
-                    gib(mem.total()), gib(mem.activations), gib(mem.probabilities), gib(mem.weights + mem.gradients),
-                    gib(mem.scratch), gib(kMemoryReserve), gib(free_bytes), gib(total_bytes),
-                    fit > 0 ? fmt::format("--train-layers {} fits", fit)
-                            : "not even one layer fits: lower --micro-batch or --seq"));
+  if (static_cast<std::size_t>(needed) + kMemoryReserve > free_bytes) {
+    const int fit = layers_that_fit(s, o.fp8, free_bytes);
+    return skip(env, out, std::move(r), Outcome::skipped,
+                fmt::format("does not fit: needs {:.1f} GiB ({:.1f} GiB of activations, of which {:.1f} GiB softmax "
+                            "probabilities; {:.1f} GiB weights and gradients; {:.1f} GiB scratch) + {:.1f} GiB "
+                            "reserve, {:.1f} GiB free of {:.1f} GiB; {}",
+                            gib(needed), gib(mem.activations), gib(mem.probabilities), gib(mem.weights + mem.gradients),
+                            gib(mem.scratch), gib(kMemoryReserve), gib(free_bytes), gib(total_bytes),
+                            fit > 0 ? fmt::format("--train-layers {} fits", fit)
+                                    : "not even one layer fits: lower --micro-batch or --seq"));
   }
   std::unique_ptr<ct::TrainStep> step;
   try {
-    step = std::make_unique<ct::TrainStep>(s);
+    step = std::make_unique<ct::TrainStep>(s, precision(env));
   } catch (const CudaError& e) {
     (void)cudaGetLastError();
     return skip(env, out, std::move(r), e.out_of_memory() ? Outcome::skipped : Outcome::failed, e.what());
@@ -287,19 +338,27 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
                                          "FLOPs the GEMMs performed (full attention square) / step time"));
   std::string mfu_text;
   const specs::GpuSpec* spec = env.device.spec;
-  if (spec != nullptr && spec->peak(specs::Precision::bf16)) {
-    const specs::Figure& peak = *spec->peak(specs::Precision::bf16);
+  // "mfu" against the dense peak of the GEMMs' precision; FP8 records add the BF16-peak figure.
+  auto add_mfu = [&](const char* name, specs::Precision precision, const char* what) {
+    if (spec == nullptr || !spec->peak(precision)) return;
+    const specs::Figure& peak = *spec->peak(precision);
     results::Metric mfu;
-    mfu.name = "mfu";
+    mfu.name = name;
     mfu.value = 100.0 * model_tflops / peak.value;
     mfu.unit = "%";
     mfu.statistic = "median";
     mfu.samples = static_cast<std::int64_t>(times.count);
-    mfu.note = fmt::format("model TFLOP/s (median) / dense BF16 peak {:g} TFLOP/s of {} in the spec DB ({})",
+    mfu.note = fmt::format("model TFLOP/s (median) / dense {} peak {:g} TFLOP/s of {} in the spec DB ({})", what,
                            peak.value, spec->name, peak.source);
     r.metrics.push_back(mfu);
-    r.params["peak_dense_bf16_tflops"] = peak.value;
-    mfu_text = fmt::format(", MFU {:.1f}% of {:g}", mfu.value, peak.value);
+    r.params[fmt::format("peak_dense_{}_tflops", specs::to_string(precision))] = peak.value;
+    mfu_text += fmt::format(", MFU {:.1f}% of {} {:g}", mfu.value, what, peak.value);
+  };
+  if (o.fp8) {
+    add_mfu("mfu", specs::Precision::fp8, "FP8");
+    add_mfu("mfu_vs_bf16_peak", specs::Precision::bf16, "BF16");
+  } else {
+    add_mfu("mfu", specs::Precision::bf16, "BF16");
   }
   if (gemm) {
     results::Metric pct;
@@ -309,9 +368,9 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
     pct.statistic = "median";
     pct.samples = static_cast<std::int64_t>(times.count);
     pct.note = fmt::format(
-        "model TFLOP/s (median) / the {0}^3 BF16 GEMM rate of this run ({1:.0f} TFLOP/s, "
-        "train-step/gemm/bf16/m{0}_n{0}_k{0})",
-        kGemmSize, *gemm);
+        "model TFLOP/s (median) / the {0}^3 {2} GEMM rate of this run ({1:.0f} TFLOP/s, "
+        "train-step/gemm/{3}/m{0}_n{0}_k{0})",
+        kGemmSize, *gemm, o.fp8 ? "FP8 (E4M3)" : "BF16", o.fp8 ? "fp8" : "bf16");
     r.metrics.push_back(pct);
     r.params["gemm_reference_tflops"] = *gemm;
   }
@@ -336,13 +395,25 @@ std::vector<Record> TrainStepBenchmark::run(const BenchEnv& env) {
       skip(env, out, make_record(env, key, {}), Outcome::failed, e.what());
     }
   };
-  guarded("train-step/verify/tiny", [&] { verify_case(env, out); });
-  std::optional<double> gemm;
-  guarded("train-step/gemm/bf16", [&] { gemm = gemm_case(env, out); });
   const bench::TrainStepOptions& o = env.options.train;
+  if (o.fp8 && env.device.cc_major * 10 + env.device.cc_minor < 89) {
+    const std::string reason = fmt::format("--train-precision fp8 needs compute capability 8.9+ (this GPU is {}.{})",
+                                           env.device.cc_major, env.device.cc_minor);
+    skip(env, out, make_record(env, "train-step/verify/tiny-fp8", {}), Outcome::not_supported, reason);
+    for (int b : o.micro_batches) {
+      for (int s : o.seqs) {
+        skip(env, out, make_record(env, fmt::format("train-step/{}-fp8/l{}/b{}_s{}", o.model_slug, o.layers, b, s), {}),
+             Outcome::not_supported, reason);
+      }
+    }
+    return out;
+  }
+  guarded(fmt::format("train-step/verify/tiny{}", key_suffix(env)), [&] { verify_case(env, out); });
+  std::optional<double> gemm;
+  guarded(fmt::format("train-step/gemm/{}", o.fp8 ? "fp8" : "bf16"), [&] { gemm = gemm_case(env, out); });
   for (int b : o.micro_batches) {
     for (int s : o.seqs) {
-      guarded(fmt::format("train-step/{}/l{}/b{}_s{}", o.model_slug, o.layers, b, s),
+      guarded(fmt::format("train-step/{}{}/l{}/b{}_s{}", o.model_slug, key_suffix(env), o.layers, b, s),
               [&] { step_case(env, out, b, s, gemm); });
     }
   }

@@ -2,6 +2,7 @@
 // Small device helpers shared by the engine's kernels: BF16 <-> FP32 in 16-byte vectors,
 // warp/block reductions, and programmatic dependent launch (PDL).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -29,6 +30,20 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
   return v;
+}
+
+// FP8 codes of f[0..8) * inv (saturating to the format's largest finite value), in memory order.
+template <__nv_fp8_interpretation_t kFormat>
+__device__ __forceinline__ uint2 pack8_fp8(const float* f, float inv) {
+  std::uint32_t packed[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const auto lo = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, kFormat);
+    const auto hi =
+        __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * inv, f[4 * h + 3] * inv), __NV_SATFINITE, kFormat);
+    packed[h] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+  }
+  return make_uint2(packed[0], packed[1]);
 }
 
 __device__ __forceinline__ void load8(const __nv_bfloat16* p, float* f) {

@@ -139,6 +139,11 @@ struct Fp8Scratch {
   float* scale = nullptr;
 };
 
+// Only the scale: *scratch.scale = max|x| / format_max over `count` elements (1 if all are zero);
+// format_max is 448 for E4M3, 57344 for E5M2. x 16-byte aligned. The train step's FP8 GEMMs.
+void launch_fp8_scale(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, float format_max,
+                      cudaStream_t stream);
+
 // out[i] = E4M3(x[i] / scale) with scale = max|x| / 448 over all `count` elements (two kernels:
 // the maximum, then the conversion). x 16-byte and out 8-byte aligned.
 void launch_quantize_fp8(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, std::uint8_t* out,

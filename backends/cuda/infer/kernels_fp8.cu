@@ -23,7 +23,8 @@ constexpr int kMaxBlocks = 132 * 8;
 // Non-negative floats order like their bit patterns, so atomicMax on the bits is a float max.
 // The last block to finish turns the maximum into the scale and resets the slots for the next call
 // (graph replays included), so no memset is needed between calls.
-__global__ void __launch_bounds__(kThreads) amax_kernel(const bf16* x, std::int64_t count, Fp8Scratch scratch) {
+__global__ void __launch_bounds__(kThreads)
+    amax_kernel(const bf16* x, std::int64_t count, Fp8Scratch scratch, float format_max) {
   pdl_wait();
   pdl_trigger();
   float m = 0.0f;
@@ -51,7 +52,7 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(const bf16* x, std::int6
   if (atomicAdd(scratch.blocks_done, 1u) == gridDim.x - 1) {
     const float amax = __uint_as_float(atomicExch(scratch.amax_bits, 0u));
     // All zeros (or no elements): any positive scale quantizes them to zero.
-    *scratch.scale = amax > 0.0f ? amax / gpuscout::infer::kE4m3Max : 1.0f;
+    *scratch.scale = amax > 0.0f ? amax / format_max : 1.0f;
     *scratch.blocks_done = 0;
   }
 }
@@ -68,16 +69,7 @@ __global__ void __launch_bounds__(kThreads)
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < vectors; i += stride) {
     float f[8];
     unpack8(__ldg(x4 + i), f);
-    std::uint32_t packed[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const auto lo =
-          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, __NV_E4M3);
-      const auto hi =
-          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * inv, f[4 * h + 3] * inv), __NV_SATFINITE, __NV_E4M3);
-      packed[h] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
-    }
-    out2[i] = make_uint2(packed[0], packed[1]);
+    out2[i] = pack8_fp8<__NV_E4M3>(f, inv);
   }
   for (std::int64_t i = vectors * 8 + blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += stride) {
@@ -92,14 +84,21 @@ unsigned grid_for(std::int64_t items, int per_thread) {
 
 }  // namespace
 
+void launch_fp8_scale(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, float format_max,
+                      cudaStream_t stream) {
+  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0)
+    throw std::invalid_argument("launch_fp8_scale: x not 16-byte aligned");
+  launch_kernel(amax_kernel, grid_for(count, 8), kThreads, 0, stream, x, count, scratch, format_max);
+}
+
 void launch_quantize_fp8(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, std::uint8_t* out,
                          cudaStream_t stream) {
   if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(out) % 8 != 0) {
     throw std::invalid_argument("launch_quantize_fp8: x must be 16-byte and out 8-byte aligned");
   }
-  const unsigned grid = grid_for(count, 8);
-  launch_kernel(amax_kernel, grid, kThreads, 0, stream, x, count, scratch);
-  launch_kernel(quantize_kernel, grid, kThreads, 0, stream, x, count, static_cast<const float*>(scratch.scale), out);
+  launch_fp8_scale(x, count, scratch, gpuscout::infer::kE4m3Max, stream);
+  launch_kernel(quantize_kernel, grid_for(count, 8), kThreads, 0, stream, x, count,
+                static_cast<const float*>(scratch.scale), out);
 }
 
 }  // namespace gpuscout::cuda::infer

@@ -9,10 +9,19 @@
 // layer 0), the output <= 1%, the loss within 1% of sum |y * P| (the scale of its rounding errors;
 // the loss itself sums terms of both signs). A wrong formula or index is off by O(100%). The second
 // step must repeat the first (accumulators zeroed): <= 1e-5 (norm-weight gradients sum with atomics).
+//
+// FP8 mode (TrainPrecision::fp8): round to nearest with p mantissa bits has relative error up to
+// 2^-(p+1), RMS about 2^-(p+1) / sqrt(3) for errors spread evenly: E4M3 (p = 3) 3.6%, E5M2 (p = 2)
+// 7.2%. A forward GEMM rounds both operands (E4M3 x E4M3): sqrt(2) x 3.6% = 5.1% relative error in
+// its output; a backward GEMM E5M2 x E4M3: sqrt(3.6^2 + 7.2^2) = 8.1%. Tolerances: 3 times those
+// (several such GEMMs lie between the loss and a gradient, their errors add in quadrature):
+// gradients 24%, output 15%, loss 15% of sum |y * P|. A wrong scale, transpose or operand is off by
+// O(100%). The repeat check stays 1e-5 (current scaling is deterministic).
 #include <string>
 #include <vector>
 
 #include "gpuscout/train/train_reference.hpp"
+#include "train_step.hpp"
 
 namespace gpuscout::cuda::train {
 
@@ -25,7 +34,7 @@ struct TensorCheck {
 
 struct TrainCheck {
   double gpu_loss = 0, cpu_loss = 0;
-  bool allocation_matches = false;  // allocated bytes == train_step_memory(shape).total()
+  bool allocation_matches = false;  // allocated bytes == train_step_memory(shape).total() (+ fp8_buffer_bytes)
   std::vector<TensorCheck> checks;
   bool passed() const;
   // The largest error / tolerance over the checks and which check it is.
@@ -36,6 +45,10 @@ struct TrainCheck {
 gpuscout::train::TrainShape tiny_check_shape();
 
 // Runs `shape` on the current GPU and the CPU. Throws CudaError on a CUDA failure.
-TrainCheck check_train_step(const gpuscout::train::TrainShape& shape);
+TrainCheck check_train_step(const gpuscout::train::TrainShape& shape, TrainPrecision precision = TrainPrecision::bf16);
+
+// The expected RMS relative error of one round-to-nearest with `mantissa_bits` (above), and the
+// tolerances the FP8 check derives from it.
+double fp8_rounding_rms(int mantissa_bits);
 
 }  // namespace gpuscout::cuda::train

@@ -6,6 +6,10 @@
 //
 // Row-major C[M, N] is column-major C^T[N, M]: cuBLASLt computes C^T = op(B)^T op(A)^T, so B is its
 // first operand and A its second, each with the transpose flag it has here.
+//
+// FP8 operands (E4M3 x E4M3, E4M3 x E5M2 or E5M2 x E4M3; cuBLASLt has no E5M2 x E5M2) have a
+// per-tensor scale on the GPU (value = code * scale) and, on Hopper, only cuBLASLt's "TN" layout:
+// here C = A B^T with both A [M, K] and B [N, K] row-major (trans_b, not trans_a).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -22,13 +26,15 @@ namespace gpuscout::cuda::train {
 
 using bf16 = __nv_bfloat16;
 
+enum class Operand : std::uint8_t { bf16, e4m3, e5m2 };
+
 struct GemmArgs {
   int m = 0, n = 0, k = 0;
   // A is [M, K] row-major with row stride lda, or [K, M] when trans_a; B is [K, N], or [N, K] when trans_b.
   bool trans_a = false, trans_b = false;
-  const bf16* a = nullptr;
+  const void* a = nullptr;  // BF16 or FP8 codes (a_type)
   std::int64_t lda = 0;
-  const bf16* b = nullptr;
+  const void* b = nullptr;
   std::int64_t ldb = 0;
   void* c = nullptr;  // [M, N] row-major, row stride ldc, BF16 or FP32 (c_fp32)
   std::int64_t ldc = 0;
@@ -37,6 +43,9 @@ struct GemmArgs {
   float alpha = 1.0f, beta = 0.0f;
   int batch = 1;  // strided batch: matrix i starts stride_* elements after matrix i - 1
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  Operand a_type = Operand::bf16, b_type = Operand::bf16;
+  const float* a_scale = nullptr;  // FP8 only: device scales, each 256-byte aligned (cuBLASLt refuses less)
+  const float* b_scale = nullptr;
 };
 
 class Gemm {
@@ -52,7 +61,7 @@ class Gemm {
 
  private:
   struct Plan;
-  using Key = std::array<std::int64_t, 18>;
+  using Key = std::array<std::int64_t, 20>;
   Plan& plan(const GemmArgs& args);
 
   lt::Handle lt_;

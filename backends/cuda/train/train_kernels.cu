@@ -1,5 +1,6 @@
 // The train step's kernels; see train_kernels.hpp.
 #include <algorithm>
+#include <stdexcept>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
@@ -8,6 +9,7 @@
 namespace gpuscout::cuda::train {
 
 using infer::block_sum;
+using infer::unpack8;
 using infer::warp_max;
 using infer::warp_sum;
 
@@ -182,6 +184,48 @@ __global__ void dot_loss_kernel(const bf16* y, const bf16* p, std::int64_t n, fl
   if (threadIdx.x == 0) atomicAdd(loss, sum);
 }
 
+// A kFp8Tile x kFp8Tile tile per block: each thread converts 8-element vectors (16-byte loads, 8-byte
+// row-major stores), the codes go through shared memory, and each thread stores 16 codes of one
+// column of the tile as one 16-byte row segment of the transpose.
+constexpr int kFp8Tile = 64;
+
+template <__nv_fp8_interpretation_t kFormat>
+__global__ void __launch_bounds__(kThreads)
+    quantize_fp8_transpose_kernel(const bf16* x, int rows, int cols, const float* scale, std::uint8_t* out,
+                                  std::uint8_t* out_t) {
+  __shared__ __align__(16) std::uint8_t tile[kFp8Tile][kFp8Tile + 8];
+  const float inv = 1.0f / *scale;
+  const int r0 = blockIdx.y * kFp8Tile, c0 = blockIdx.x * kFp8Tile;
+  for (int v = threadIdx.x; v < kFp8Tile * kFp8Tile / 8; v += kThreads) {
+    const int tr = v / (kFp8Tile / 8), tc = (v % (kFp8Tile / 8)) * 8;
+    const int r = r0 + tr, c = c0 + tc;
+    uint2 codes = make_uint2(0, 0);
+    if (r < rows && c < cols) {  // cols % 16 == 0: a vector is wholly inside or outside
+      const std::int64_t at = static_cast<std::int64_t>(r) * cols + c;
+      float f[8];
+      unpack8(__ldg(reinterpret_cast<const uint4*>(x + at)), f);
+      codes = infer::pack8_fp8<kFormat>(f, inv);
+      if (out != nullptr) *reinterpret_cast<uint2*>(out + at) = codes;
+    }
+    *reinterpret_cast<uint2*>(&tile[tr][tc]) = codes;
+  }
+  if (out_t == nullptr) return;
+  __syncthreads();
+  const int tc = threadIdx.x / 4, tr = (threadIdx.x % 4) * 16;  // 64 columns x 4 segments of 16 rows
+  const int c = c0 + tc, r = r0 + tr;
+  if (c >= cols || r >= rows) return;  // rows % 16 == 0: a segment is wholly inside or outside
+  std::uint32_t words[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    words[w] = static_cast<std::uint32_t>(tile[tr + 4 * w][tc]) |
+               (static_cast<std::uint32_t>(tile[tr + 4 * w + 1][tc]) << 8) |
+               (static_cast<std::uint32_t>(tile[tr + 4 * w + 2][tc]) << 16) |
+               (static_cast<std::uint32_t>(tile[tr + 4 * w + 3][tc]) << 24);
+  }
+  *reinterpret_cast<uint4*>(out_t + static_cast<std::int64_t>(c) * rows + r) =
+      make_uint4(words[0], words[1], words[2], words[3]);
+}
+
 }  // namespace
 
 void launch_rope(bf16* x, std::int64_t rows, int stride, int col0, int heads, int head_dim, int seq, float theta,
@@ -244,6 +288,24 @@ void launch_attention_delta(const bf16* dout, const bf16* out, std::int64_t rows
 void launch_dot_loss(const bf16* y, const bf16* p, std::int64_t n, float* loss, cudaStream_t stream) {
   if (n <= 0) return;
   dot_loss_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, p, n, loss);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_quantize_fp8_transpose(const bf16* x, int rows, int cols, const float* scale, Fp8Format format,
+                                   std::uint8_t* out, std::uint8_t* out_t, cudaStream_t stream) {
+  if (rows % 16 != 0 || cols % 16 != 0 || reinterpret_cast<std::uintptr_t>(x) % 16 != 0 ||
+      reinterpret_cast<std::uintptr_t>(out) % 8 != 0 || reinterpret_cast<std::uintptr_t>(out_t) % 16 != 0) {
+    throw std::invalid_argument(
+        "launch_quantize_fp8_transpose: rows and cols must be multiples of 16, x and out_t "
+        "16-byte and out 8-byte aligned");
+  }
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid((cols + kFp8Tile - 1) / kFp8Tile, (rows + kFp8Tile - 1) / kFp8Tile);
+  if (format == Fp8Format::e4m3) {
+    quantize_fp8_transpose_kernel<__NV_E4M3><<<grid, kThreads, 0, stream>>>(x, rows, cols, scale, out, out_t);
+  } else {
+    quantize_fp8_transpose_kernel<__NV_E5M2><<<grid, kThreads, 0, stream>>>(x, rows, cols, scale, out, out_t);
+  }
   GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 

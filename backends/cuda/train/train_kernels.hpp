@@ -48,6 +48,14 @@ void launch_causal_softmax_backward(const bf16* probs, std::int64_t probs_head_s
 void launch_attention_delta(const bf16* dout, const bf16* out, std::int64_t rows, int heads, int head_dim, int seq,
                             float* delta, cudaStream_t stream);
 
+// FP8 codes of x [rows, cols] row-major divided by *scale (launch_fp8_scale, infer/kernels.hpp),
+// E4M3 or E5M2, saturating: `out` [rows, cols] as x, `out_t` [cols, rows] (its transpose, for the
+// FP8 GEMMs' only layout), either may be null; one read of x. rows and cols multiples of 16, x
+// 16-byte aligned, out 8-byte and out_t 16-byte aligned.
+enum class Fp8Format { e4m3, e5m2 };
+void launch_quantize_fp8_transpose(const bf16* x, int rows, int cols, const float* scale, Fp8Format format,
+                                   std::uint8_t* out, std::uint8_t* out_t, cudaStream_t stream);
+
 // loss += sum of y * p over n elements (FP32; zero it first).
 void launch_dot_loss(const bf16* y, const bf16* p, std::int64_t n, float* loss, cudaStream_t stream);
 

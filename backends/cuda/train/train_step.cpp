@@ -1,9 +1,11 @@
 // The CUDA train step; see train_step.hpp. Buffers are exactly train::train_step_memory(shape).
 #include "train_step.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/cuda/timing.hpp"
@@ -38,9 +40,38 @@ std::vector<float> to_host(const bf16* device, std::int64_t count) {
   return out;
 }
 
+constexpr std::int64_t kScaleSlotBytes = 256;  // cuBLASLt refuses a scale pointer aligned less than an allocation
+constexpr int kLinears = 4;                    // QKV, O, gate/up, down
+constexpr int kScalesPerLinear = 3;            // x, W, dY
+
+struct Fp8Sizes {
+  std::int64_t kept_per_layer, weight_scratch, x_scratch, dy_scratch, slots;
+};
+
+Fp8Sizes fp8_sizes(const core::TrainShape& s) {
+  const auto& m = s.model;
+  const std::int64_t rows = s.tokens(), h = m.hidden, ffn = m.ffn_hidden;
+  const std::int64_t max_in = std::max<std::int64_t>({h, m.q_dim(), ffn});
+  const std::int64_t max_out = std::max<std::int64_t>({m.qkv_dim(), h, 2 * ffn});
+  const std::int64_t max_weight = std::max<std::int64_t>({m.qkv_dim() * h, h * m.q_dim(), 2 * ffn * h, h * ffn});
+  return {core::layer_matrix_params(m) + rows * (h + m.q_dim() + h + ffn), max_weight, rows * max_in, rows * max_out,
+          static_cast<std::int64_t>(s.layers) * kLinears * kScalesPerLinear};
+}
+
 }  // namespace
 
+std::int64_t fp8_buffer_bytes(const core::TrainShape& s) {
+  const Fp8Sizes z = fp8_sizes(s);
+  return s.layers * z.kept_per_layer + z.weight_scratch + z.x_scratch + 2 * z.dy_scratch + z.slots * kScaleSlotBytes;
+}
+
 struct TrainStep::Impl {
+  // FP8 state of one linear layer: the transposed E4M3 codes of W [in, out] and of its input x
+  // [in, rows] written by the forward for the backward, and the scales of x, W and dY.
+  struct Fp8Linear {
+    std::uint8_t *w_t = nullptr, *x_t = nullptr;
+    infer::Fp8Scratch x_scale, w_scale, dy_scale;
+  };
   struct Layer {
     DeviceBuffer<bf16> weights;  // attn_norm | wqkv | wo | mlp_norm | w_gate_up | w_down
     bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
@@ -48,6 +79,8 @@ struct TrainStep::Impl {
     DeviceBuffer<float> grad_norms;  // attn_norm | mlp_norm
     // Kept for backward (out is also the next layer's input).
     DeviceBuffer<bf16> n1, qkv, attn, x2, n2, gate_up, act, out, probs;
+    DeviceBuffer<std::uint8_t> fp8_kept;  // FP8 mode: every Fp8Linear's w_t and x_t
+    Fp8Linear fp8_qkv, fp8_o, fp8_gate_up, fp8_down;
   };
 
   core::TrainShape shape;
@@ -61,11 +94,47 @@ struct TrainStep::Impl {
   std::vector<Layer> layers;
   DeviceBuffer<float> scores, delta, inv_rms, loss;
   DeviceBuffer<bf16> dscores, dact, dgate_up, dn, dattn, dqkv, dy, dx2;
+  bool fp8 = false;
+  // FP8 scratch: the forward's codes of W and x, the backward's codes of dY and of its transpose.
+  DeviceBuffer<std::uint8_t> fp8_w, fp8_x, fp8_dy, fp8_dy_t, fp8_slots;
 
-  explicit Impl(const core::TrainShape& s);
+  Impl(const core::TrainShape& s, TrainPrecision precision);
+  void allocate_fp8();
   void generate(cudaStream_t stream);
-  // y = x W^T (+ residual): W [out, in].
-  void linear(const bf16* x, int in, const bf16* w, int out, bf16* y, const bf16* residual, cudaStream_t st) {
+  // C[m, n] = A B^T (+ residual) of contiguous FP8 codes, A [m, k] (a_type), B [n, k] E4M3.
+  void fp8_gemm(int m, int n, int k, const std::uint8_t* a, Operand a_type, const float* a_scale, const std::uint8_t* b,
+                const float* b_scale, bf16* c, const bf16* residual, cudaStream_t st) {
+    gemm->run({.m = m,
+               .n = n,
+               .k = k,
+               .trans_b = true,
+               .a = a,
+               .lda = k,
+               .b = b,
+               .ldb = k,
+               .c = c,
+               .ldc = n,
+               .c_in = residual,
+               .beta = residual != nullptr ? 1.0f : 0.0f,
+               .a_type = a_type,
+               .b_type = Operand::e4m3,
+               .a_scale = a_scale,
+               .b_scale = b_scale},
+              st);
+  }
+  // y = x W^T (+ residual): W [out, in]. FP8 mode: E4M3 codes of W and x, their transposes kept in f8.
+  void linear(const bf16* x, int in, const bf16* w, int out, bf16* y, const bf16* residual, Fp8Linear& f8,
+              cudaStream_t st) {
+    if (fp8) {
+      const int r = static_cast<int>(rows);
+      infer::launch_fp8_scale(w, static_cast<std::int64_t>(out) * in, f8.w_scale, gpuscout::infer::kE4m3Max, st);
+      launch_quantize_fp8_transpose(w, out, in, f8.w_scale.scale, Fp8Format::e4m3, fp8_w.get(), f8.w_t, st);
+      infer::launch_fp8_scale(x, rows * in, f8.x_scale, gpuscout::infer::kE4m3Max, st);
+      launch_quantize_fp8_transpose(x, r, in, f8.x_scale.scale, Fp8Format::e4m3, fp8_x.get(), f8.x_t, st);
+      fp8_gemm(r, out, in, fp8_x.get(), Operand::e4m3, f8.x_scale.scale, fp8_w.get(), f8.w_scale.scale, y, residual,
+               st);
+      return;
+    }
     gemm->run({.m = int(rows),
                .n = out,
                .k = in,
@@ -98,11 +167,27 @@ struct TrainStep::Impl {
                .ldc = in},
               st);
   }
+  // dx = dy W and dW = dy^T x for y = x W^T. FP8 mode: E5M2 codes of dy and of its transpose times
+  // the E4M3 transposes of W and x the forward kept.
+  void linear_backward(const bf16* dy_, int out, const bf16* w, int in, const bf16* x, bf16* dx, bf16* dw,
+                       Fp8Linear& f8, cudaStream_t st) {
+    if (!fp8) {
+      linear_dgrad(dy_, out, w, in, dx, st);
+      linear_wgrad(dy_, out, x, in, dw, st);
+      return;
+    }
+    const int r = static_cast<int>(rows);
+    infer::launch_fp8_scale(dy_, rows * out, f8.dy_scale, gpuscout::infer::kE5m2Max, st);
+    launch_quantize_fp8_transpose(dy_, r, out, f8.dy_scale.scale, Fp8Format::e5m2, fp8_dy.get(), fp8_dy_t.get(), st);
+    fp8_gemm(r, in, out, fp8_dy.get(), Operand::e5m2, f8.dy_scale.scale, f8.w_t, f8.w_scale.scale, dx, nullptr, st);
+    fp8_gemm(out, in, r, fp8_dy_t.get(), Operand::e5m2, f8.dy_scale.scale, f8.x_t, f8.x_scale.scale, dw, nullptr, st);
+  }
   void attention_forward(Layer& L, cudaStream_t st);
   void attention_backward(Layer& L, cudaStream_t st);
 };
 
-TrainStep::Impl::Impl(const core::TrainShape& s) : shape(s) {
+TrainStep::Impl::Impl(const core::TrainShape& s, TrainPrecision precision)
+    : shape(s), fp8(precision == TrainPrecision::fp8) {
   core::check_train_shape(s);
   const auto& m = s.model;
   h = m.hidden;
@@ -164,6 +249,43 @@ TrainStep::Impl::Impl(const core::TrainShape& s) : shape(s) {
   dx2 = alloc.make<bf16>(th);
   inv_rms = alloc.make<float>(rows);
   loss = alloc.make<float>(1);
+  if (fp8) allocate_fp8();
+}
+
+void TrainStep::Impl::allocate_fp8() {
+  const Fp8Sizes z = fp8_sizes(shape);
+  fp8_w = alloc.make<std::uint8_t>(z.weight_scratch);
+  fp8_x = alloc.make<std::uint8_t>(z.x_scratch);
+  fp8_dy = alloc.make<std::uint8_t>(z.dy_scratch);
+  fp8_dy_t = alloc.make<std::uint8_t>(z.dy_scratch);
+  fp8_slots = alloc.make<std::uint8_t>(z.slots * kScaleSlotBytes);
+  GPUSCOUT_CUDA_CHECK(cudaMemset(fp8_slots.get(), 0, fp8_slots.bytes()));  // Fp8Scratch starts zeroed
+  std::uint8_t* slot = fp8_slots.get();
+  auto scratch = [&slot] {
+    infer::Fp8Scratch f{.amax_bits = reinterpret_cast<unsigned*>(slot + 4),
+                        .blocks_done = reinterpret_cast<unsigned*>(slot + 8),
+                        .scale = reinterpret_cast<float*>(slot)};
+    slot += kScaleSlotBytes;
+    return f;
+  };
+  for (Layer& L : layers) {
+    L.fp8_kept = alloc.make<std::uint8_t>(z.kept_per_layer);
+    std::uint8_t* at = L.fp8_kept.get();
+    auto take = [&at](std::int64_t bytes) { return std::exchange(at, at + bytes); };
+    const std::int64_t qkv_w = static_cast<std::int64_t>(qkv_dim) * h, o_w = static_cast<std::int64_t>(h) * q_dim;
+    const std::int64_t gate_up_w = 2 * static_cast<std::int64_t>(ffn) * h, down_w = static_cast<std::int64_t>(h) * ffn;
+    const std::pair<Fp8Linear*, std::pair<std::int64_t, int>> linears[] = {{&L.fp8_qkv, {qkv_w, h}},
+                                                                           {&L.fp8_o, {o_w, q_dim}},
+                                                                           {&L.fp8_gate_up, {gate_up_w, h}},
+                                                                           {&L.fp8_down, {down_w, ffn}}};
+    for (const auto& [f8, size] : linears) {
+      f8->w_t = take(size.first);
+      f8->x_t = take(rows * size.second);
+      f8->x_scale = scratch();
+      f8->w_scale = scratch();
+      f8->dy_scale = scratch();
+    }
+  }
 }
 
 void TrainStep::Impl::generate(cudaStream_t st) {
@@ -327,7 +449,8 @@ void TrainStep::Impl::attention_backward(Layer& L, cudaStream_t st) {
   }
 }
 
-TrainStep::TrainStep(const core::TrainShape& shape) : impl_(std::make_unique<Impl>(shape)) {
+TrainStep::TrainStep(const core::TrainShape& shape, TrainPrecision precision)
+    : impl_(std::make_unique<Impl>(shape, precision)) {
   impl_->generate(nullptr);
   GPUSCOUT_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -343,15 +466,15 @@ void TrainStep::forward(cudaStream_t st) {
   const bf16* x = m.input.get();
   for (Impl::Layer& L : m.layers) {
     infer::launch_rmsnorm(x, L.attn_norm, rows, m.h, eps, L.n1.get(), st);
-    m.linear(L.n1.get(), m.h, L.wqkv, m.qkv_dim, L.qkv.get(), nullptr, st);
+    m.linear(L.n1.get(), m.h, L.wqkv, m.qkv_dim, L.qkv.get(), nullptr, L.fp8_qkv, st);
     launch_rope(L.qkv.get(), m.rows, m.qkv_dim, 0, m.heads, m.d, m.seq, theta, 1, st);
     launch_rope(L.qkv.get(), m.rows, m.qkv_dim, m.q_dim, m.kv_heads, m.d, m.seq, theta, 1, st);
     m.attention_forward(L, st);
-    m.linear(L.attn.get(), m.q_dim, L.wo, m.h, L.x2.get(), x, st);
+    m.linear(L.attn.get(), m.q_dim, L.wo, m.h, L.x2.get(), x, L.fp8_o, st);
     infer::launch_rmsnorm(L.x2.get(), L.mlp_norm, rows, m.h, eps, L.n2.get(), st);
-    m.linear(L.n2.get(), m.h, L.w_gate_up, 2 * m.ffn, L.gate_up.get(), nullptr, st);
+    m.linear(L.n2.get(), m.h, L.w_gate_up, 2 * m.ffn, L.gate_up.get(), nullptr, L.fp8_gate_up, st);
     infer::launch_silu_mul(L.gate_up.get(), rows, m.ffn, L.act.get(), st);
-    m.linear(L.act.get(), m.ffn, L.w_down, m.h, L.out.get(), L.x2.get(), st);
+    m.linear(L.act.get(), m.ffn, L.w_down, m.h, L.out.get(), L.x2.get(), L.fp8_down, st);
     x = L.out.get();
   }
   launch_dot_loss(x, m.projection.get(), m.rows * m.h, m.loss.get(), st);
@@ -370,22 +493,19 @@ void TrainStep::backward(cudaStream_t st) {
     const bf16* x = l == 0 ? m.input.get() : m.layers[static_cast<std::size_t>(l) - 1].out.get();
     GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(L.grad_norms.get(), 0, L.grad_norms.bytes(), st));
     // MLP: y = x2 + act W_down^T, act = silu(gate) up, [gate | up] = rmsnorm(x2) W_gate_up^T.
-    m.linear_dgrad(m.dy.get(), m.h, L.w_down, m.ffn, m.dact.get(), st);
-    m.linear_wgrad(m.dy.get(), m.h, L.act.get(), m.ffn, L.grad_w_down.get(), st);
+    m.linear_backward(m.dy.get(), m.h, L.w_down, m.ffn, L.act.get(), m.dact.get(), L.grad_w_down.get(), L.fp8_down, st);
     launch_swiglu_backward(L.gate_up.get(), m.dact.get(), m.rows, m.ffn, m.dgate_up.get(), st);
-    m.linear_dgrad(m.dgate_up.get(), 2 * m.ffn, L.w_gate_up, m.h, m.dn.get(), st);
-    m.linear_wgrad(m.dgate_up.get(), 2 * m.ffn, L.n2.get(), m.h, L.grad_w_gate_up.get(), st);
+    m.linear_backward(m.dgate_up.get(), 2 * m.ffn, L.w_gate_up, m.h, L.n2.get(), m.dn.get(), L.grad_w_gate_up.get(),
+                      L.fp8_gate_up, st);
     launch_rmsnorm_backward(L.x2.get(), L.mlp_norm, m.dn.get(), m.dy.get(), rows, m.h, eps, m.dx2.get(),
                             m.inv_rms.get(), st);
     launch_rmsnorm_weight_grad(L.x2.get(), m.dn.get(), m.inv_rms.get(), rows, m.h, L.grad_norms.get() + m.h, st);
     // Attention: x2 = x + attn W_o^T.
-    m.linear_dgrad(m.dx2.get(), m.h, L.wo, m.q_dim, m.dattn.get(), st);
-    m.linear_wgrad(m.dx2.get(), m.h, L.attn.get(), m.q_dim, L.grad_wo.get(), st);
+    m.linear_backward(m.dx2.get(), m.h, L.wo, m.q_dim, L.attn.get(), m.dattn.get(), L.grad_wo.get(), L.fp8_o, st);
     m.attention_backward(L, st);
     launch_rope(m.dqkv.get(), m.rows, m.qkv_dim, 0, m.heads, m.d, m.seq, theta, -1, st);
     launch_rope(m.dqkv.get(), m.rows, m.qkv_dim, m.q_dim, m.kv_heads, m.d, m.seq, theta, -1, st);
-    m.linear_dgrad(m.dqkv.get(), m.qkv_dim, L.wqkv, m.h, m.dn.get(), st);
-    m.linear_wgrad(m.dqkv.get(), m.qkv_dim, L.n1.get(), m.h, L.grad_wqkv.get(), st);
+    m.linear_backward(m.dqkv.get(), m.qkv_dim, L.wqkv, m.h, L.n1.get(), m.dn.get(), L.grad_wqkv.get(), L.fp8_qkv, st);
     launch_rmsnorm_backward(x, L.attn_norm, m.dn.get(), m.dx2.get(), rows, m.h, eps, m.dy.get(), m.inv_rms.get(), st);
     launch_rmsnorm_weight_grad(x, m.dn.get(), m.inv_rms.get(), rows, m.h, L.grad_norms.get(), st);
   }

@@ -10,6 +10,15 @@
 // The GEMMs compute the full S x S square (twice the causal FLOPs) and the probabilities cost
 // 2 S^2 bytes per head and layer (train_step_memory): that cost is what the benchmark measures.
 // No optimizer update, embedding or LM head: the loss is sum(y * P) (train_reference.hpp).
+//
+// TrainPrecision::fp8 runs the linear layers' GEMMs (QKV, O, gate/up, down; forward, input and
+// weight gradient) in FP8 as Transformer Engine does on Hopper: inputs and weights as E4M3, output
+// gradients as E5M2, each tensor with its own scale = amax / format max from the current values
+// ("current scaling"), FP32 accumulation, BF16 results. The FP8 GEMM takes only C = A B^T with A and
+// B K-contiguous, so one fused quantize+transpose kernel writes each tensor's codes and/or their
+// transpose: the forward keeps the transposed codes of W and x for dgrad (dX = dY W) and wgrad
+// (dW = dY^T X). Attention, norms, softmax and the rest stay BF16.
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -19,11 +28,20 @@
 
 namespace gpuscout::cuda::train {
 
+enum class TrainPrecision { bf16, fp8 };
+
+// Device bytes the FP8 mode allocates besides train::train_step_memory(shape): per layer the
+// transposed E4M3 codes of the four weight matrices and of their inputs (kept for backward), shared
+// scratch for the forward codes and the output gradient's codes and transpose, one 256-byte scale
+// slot per quantized tensor.
+std::int64_t fp8_buffer_bytes(const gpuscout::train::TrainShape& shape);
+
 class TrainStep {
  public:
   // Allocates train::train_step_memory(shape) on the current device and generates the weights,
   // the input and the loss projection there. Throws CudaError (out of memory included).
-  explicit TrainStep(const gpuscout::train::TrainShape& shape);
+  // TrainPrecision::fp8 also allocates fp8_buffer_bytes(shape).
+  explicit TrainStep(const gpuscout::train::TrainShape& shape, TrainPrecision precision = TrainPrecision::bf16);
   ~TrainStep();
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;

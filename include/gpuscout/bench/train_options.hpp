@@ -18,6 +18,7 @@ struct TrainStepOptions {
   int layers = kDefaultTrainLayers;   // --train-layers: decoder layers run forward and backward
   std::vector<int> micro_batches{1};  // --micro-batch: sequences per step, one case each
   std::vector<int> seqs{4096};        // --seq: tokens per sequence, one case each
+  bool fp8 = false;                   // --train-precision fp8: the linear layers' GEMMs in FP8
 };
 
 }  // namespace gpuscout::bench

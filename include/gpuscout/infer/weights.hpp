@@ -160,6 +160,10 @@ GPUSCOUT_HD inline float e4m3_bits_to_float(std::uint8_t code) {
   return float_from_bits(sign | ((exponent - 7 + 127) << 23) | (mantissa << 20));
 }
 
+// E5M2 (1 sign, 5 exponent bits with bias 15, 2 mantissa bits, IEEE-like): largest finite value
+// 57344; the format of the train step's FP8 gradients (encoded on the GPU by CUDA's conversion).
+inline constexpr float kE5m2Max = 57344.0f;
+
 // The per-tensor FP8 scale of a projection matrix: the bound of its values (weight_value: uniform
 // in +-sqrt(3/in)) over E4M3's largest value, so the quantized codes use the whole range. A real
 // checkpoint's scale is its amax over 448; for these weights amax approaches the bound.
