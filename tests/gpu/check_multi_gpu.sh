@@ -56,7 +56,7 @@ for r in recs:
         if b is None or not (0.1 < b < 5000): fail.append(r["key"] + ": busbw " + str(b))
     if r.get("extra", {}).get("wrong_values", 0) != 0: fail.append(r["key"] + " has wrong values")
 if "nccl" not in res["provenance"]["software"]: fail.append("no NCCL version in provenance")
-# The algorithm/protocol NCCL chose, through gpuscout's profiler plugin (NCCL >= 2.23 has the interface).
+# The algorithm/protocol NCCL chose, through the gpuscout profiler plugin (NCCL >= 2.23 has the interface).
 nccl = tuple(int(x) for x in res["provenance"]["software"].get("nccl", "0.0").split(".")[:2])
 for r in recs:
     e = r.get("extra", {})
