@@ -1,5 +1,6 @@
-// The CUDA serving engine (engine.hpp): weights generated in place, paged KV cache, cuBLASLt or
-// skinny GEMMs chosen by timing, decode steps replayed from CUDA graphs, tensor parallelism.
+// The CUDA serving engine (engine.hpp): weights generated in place (BF16, or FP8 E4M3
+// projections), paged KV cache, cuBLASLt or skinny GEMMs chosen by timing, decode steps replayed
+// from CUDA graphs, tensor parallelism.
 //
 // Tensor parallelism (Megatron): QKV and gate/up are column-parallel (each rank holds its heads'
 // rows and its FFN slice), O and down are row-parallel (each rank holds the matching input
@@ -968,8 +969,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
       }
       const std::int64_t fp8_weights = weight_bytes_per_gpu(config, e.tp, true);
       if (!fp8 && static_cast<double>(fp8_weights + work + min_kv) <= usable) {
-        fix += fmt::format("{}or FP8 weights ({:.1f} GB per GPU at TP{})", fix.empty() ? "" : ", ", fp8_weights / kGB,
-                           e.tp);
+        fix += fmt::format("{} FP8 weights ({:.1f} GB per GPU at TP{}: --weights fp8)", fix.empty() ? "use" : ", or",
+                           fp8_weights / kGB, e.tp);
       }
       if (fix.empty()) fix = "no tensor-parallel degree up to 8 fits on GPUs like this one";
       throw gpuscout::Error(fmt::format(

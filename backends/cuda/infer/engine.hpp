@@ -1,10 +1,11 @@
 #pragma once
-// The CUDA serving engine: a Llama-family decoder with deterministic random BF16 weights generated
-// on the GPU, a paged KV cache sized from the memory left after the weights, cuBLASLt GEMMs (or the
-// skinny GEMM where it is faster for a decode shape: timed at start-up, the choice recorded),
-// our attention and fused elementwise kernels (kernels.hpp), decode steps replayed from CUDA
-// graphs per batch-size bucket, and tensor parallelism over the GPUs of one node through NCCL.
-// It implements infer::Executor, so the Scheduler and EngineSut drive it like the CPU reference.
+// The CUDA serving engine: a Llama-family decoder with deterministic random weights generated on
+// the GPU (BF16, or FP8 E4M3 projection matrices: EngineOptions::fp8_weights), a paged KV cache
+// sized from the memory left after the weights, cuBLASLt GEMMs (or the skinny GEMM where it is
+// faster for a decode shape: timed at start-up, the choice recorded), our attention and fused
+// elementwise kernels (kernels.hpp), decode steps replayed from CUDA graphs per batch-size
+// bucket, and tensor parallelism over the GPUs of one node through NCCL. It implements
+// infer::Executor, so the Scheduler and EngineSut drive it like the CPU reference.
 #include <cstdint>
 #include <memory>
 #include <string>
