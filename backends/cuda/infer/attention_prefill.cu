@@ -27,37 +27,6 @@ struct Tile {
   static constexpr int kSmemBytes = (kQ + 4 * kKv) * 2;  // Q, K[2], V[2]
 };
 
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; src_bytes 0 zero-fills (rows past the context or the chunk).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&v);
-}
-
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_kernel(const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
@@ -111,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
   load_kv(0, 0);
   cp_async_commit();
-  cp_async_wait_all();
+  cp_async_wait<0>();
   __syncthreads();
 
   // This warp's 16 query rows as A fragments, one per 16 columns of D.
@@ -215,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma_bf16(o[2 * db + 1], pa, b[2], b[3]);
       }
     }
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();
   }
 
