@@ -24,3 +24,13 @@ print(next(l.split()[-1] for l in open("/proc/self/maps") if "libcublasLt" in l)
     echo "cuBLASLt: $lt (PyTorch's)" >&2
   fi
 }
+
+# run_logged LOGDIR SUMMARY NAME LIMIT COMMAND...: COMMAND under `timeout LIMIT`, its output in
+# LOGDIR/NAME.txt, then "NAME: exit RC (S s)" on stdout and appended to SUMMARY.
+run_logged() {
+  local dir=$1 summary=$2 name=$3 limit=$4 s
+  shift 4
+  s=$(date +%s)
+  timeout "$limit" stdbuf -oL "$@" >"$dir/$name.txt" 2>&1
+  echo "$name: exit $? ($(($(date +%s) - s)) s)" | tee -a "$summary"
+}

@@ -24,13 +24,7 @@ logs=$(mktemp -d)
   nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
     --format=csv
 } >"$logs/env.txt" 2>&1
-run() {  # name, timeout, command...
-  local name=$1 limit=$2 s
-  shift 2
-  s=$(date +%s)
-  timeout "$limit" stdbuf -oL "$@" >"$logs/$name.txt" 2>&1
-  echo "$name: exit $? ($(($(date +%s) - s)) s)" | tee -a "$OUT/summary.txt"
-}
+run() { run_logged "$logs" "$OUT/summary.txt" "$@"; }  # name, timeout, command...
 tags="--tags machine:nvidia-h200,script:run_engine_fp8_h200"
 run kernels_test 180 "$DIST/infer_kernels_test"
 run engine_test 240 "$DIST/infer_engine_test"

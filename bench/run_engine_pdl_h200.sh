@@ -16,13 +16,7 @@ mkdir -p "$out"
     --format=csv
   env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
 } >"$out/env.txt" 2>&1
-run() {  # name, timeout, command...
-  local name=$1 limit=$2 s
-  shift 2
-  s=$(date +%s)
-  timeout "$limit" stdbuf -oL "$@" >"$out/$name.txt" 2>&1
-  echo "$name: exit $? ($(($(date +%s) - s)) s)" | tee -a "$out/summary.txt"
-}
+run() { run_logged "$out" "$out/summary.txt" "$@"; }  # name, timeout, command...
 run engine_test 240 "$DIST/infer_engine_test"
 run kernels_test 180 "$DIST/infer_kernels_test"
 for round in a b; do
