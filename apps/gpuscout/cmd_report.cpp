@@ -30,7 +30,11 @@ struct ReportFlags {
 
 void run_report(AppContext& ctx, const ReportFlags& flags) {
   std::vector<report::ReportInput> inputs;
-  for (const auto& file : flags.files) inputs.push_back({file, results::read_result_file(file)});
+  // Other tools' JSON beside ours (PyTorch references in bench/results, say) is skipped with a note,
+  // so `report bench/results/*.json` works; a malformed gpuscout file still stops the run.
+  auto files = results::read_result_files(flags.files);
+  for (const auto& [file, why] : files.skipped) fmt::print(stderr, "gpuscout report: skipping {}: {}\n", file, why);
+  for (auto& [file, set] : files.read) inputs.push_back({file, std::move(set)});
   for (const auto& query : flags.from_history) {
     for (auto& in : report_inputs_from_history(ctx, query)) inputs.push_back(std::move(in));
   }
@@ -42,7 +46,10 @@ void run_report(AppContext& ctx, const ReportFlags& flags) {
                                    flags.advice, advice->result.kind));
     }
   }
-  if (inputs.empty() && !advice) throw UsageError("report: give result files, --from-history QUERY or --advice FILE");
+  if (inputs.empty() && !advice) {
+    throw UsageError(flags.files.empty() ? "report: give result files, --from-history QUERY or --advice FILE"
+                                         : "report: none of the files given is a gpuscout result file");
+  }
 
   report::ReportOptions options;
   options.title = flags.title;

@@ -49,20 +49,16 @@ void run_validate(AppContext& ctx, const ValidateOptions& o) {
     std::vector<results::ResultSet> sets;
     std::vector<std::string> names;  // of the files read, in the order of `sets`
     std::string spec_name;
-    for (const auto& f : o.results) {
-      // Other tools' JSON (PyTorch references beside ours in bench/results) is skipped with a note;
-      // a malformed gpuscout file still stops the run.
-      std::string skip_reason;
-      auto set = results::read_result_file_or_skip(f, skip_reason);
-      if (!set) {
-        fmt::print(stderr, "gpuscout validate: skipping {}: {}\n", f, skip_reason);
-        continue;
-      }
-      sets.push_back(std::move(*set));
-      names.push_back(f);
-      for (const auto& g : sets.back().gpus) {
+    // Other tools' JSON (PyTorch references beside ours in bench/results) is skipped with a note;
+    // a malformed gpuscout file still stops the run.
+    auto files = results::read_result_files(o.results);
+    for (const auto& [file, why] : files.skipped) fmt::print(stderr, "gpuscout validate: skipping {}: {}\n", file, why);
+    for (auto& [file, set] : files.read) {
+      for (const auto& g : set.gpus) {
         if (spec_name.empty() && !g.spec_name.empty()) spec_name = g.spec_name;
       }
+      sets.push_back(std::move(set));
+      names.push_back(file);
     }
     if (spec_name.empty()) throw UsageError("--results: the files name no GPU of the spec database");
     model::validate_own(report, sets, ctx.specs().get(spec_name), names);

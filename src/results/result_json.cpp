@@ -324,7 +324,9 @@ ojson parse_result_text(const std::filesystem::path& path) {
 }  // namespace
 
 ResultSet read_result_file(const std::filesystem::path& path) {
-  return result_from_json(parse_result_text(path), path.string());
+  std::string foreign;
+  if (auto set = read_result_file_or_skip(path, foreign)) return std::move(*set);
+  throw DataError(path.string(), "", "", foreign);
 }
 
 std::optional<std::string> foreign_document_reason(const ojson& document) {
@@ -353,6 +355,19 @@ std::optional<ResultSet> read_result_file_or_skip(const std::filesystem::path& p
   }
   skip_reason.clear();
   return result_from_json(document, path.string());
+}
+
+ResultFiles read_result_files(const std::vector<std::string>& paths) {
+  ResultFiles files;
+  for (const auto& path : paths) {
+    std::string why;
+    if (auto set = read_result_file_or_skip(path, why)) {
+      files.read.emplace_back(path, std::move(*set));
+    } else {
+      files.skipped.emplace_back(path, std::move(why));
+    }
+  }
+  return files;
 }
 
 void write_result_file(const std::filesystem::path& path, const ResultSet& result) {

@@ -37,3 +37,8 @@ gpuscout_cli_test(compare_needs_two_files 2 --stdout-empty --stderr-contains "at
                   -- compare ${GPUSCOUT_COMPARE_DATA}/compare-a.json)
 gpuscout_cli_test(compare_bad_format 2 --stdout-empty --stderr-contains "--format"
                   -- --format html compare ${GPUSCOUT_COMPARE_DATA}/compare-a.json ${GPUSCOUT_COMPARE_DATA}/compare-b.json)
+# Another tool's JSON is an error here (the files' order gives the baseline), saying what it is.
+gpuscout_cli_test(compare_foreign_json_fails 1 --stdout-empty
+                  --stderr-contains "h200-gemm4096-torch-a-20261130.json: not a gpuscout result file: no schema_version"
+                  -- compare ${PROJECT_SOURCE_DIR}/bench/results/h200-gemm4096-torch-a-20261130.json
+                  ${GPUSCOUT_COMPARE_DATA}/compare-a.json)

@@ -40,3 +40,12 @@ add_test(NAME browser.report_renders
                  ${CMAKE_CURRENT_BINARY_DIR}/browser-report ${GPUSCOUT_RESULTS_TEST_DATA}/fixture-run-a.json
                  ${GPUSCOUT_RESULTS_TEST_DATA}/fixture-run-b.json)
 set_tests_properties(browser.report_renders PROPERTIES LABELS browser SKIP_RETURN_CODE 77 TIMEOUT 300)
+# Other tools' JSON among the files (a PyTorch reference beside ours in bench/results) is skipped with
+# a line naming it; only such files is a usage error.
+gpuscout_cli_test(report_skips_foreign_json 0 --stdout-contains "<!DOCTYPE html>" --stdout-contains "fixture-run-a"
+                  --stderr-contains "skipping ${PROJECT_SOURCE_DIR}/bench/results/h200-gemm4096-torch-a-20261130.json"
+                  --stderr-contains "not a gpuscout result file: no schema_version"
+                  -- report ${PROJECT_SOURCE_DIR}/bench/results/h200-gemm4096-torch-a-20261130.json
+                  ${GPUSCOUT_RESULTS_TEST_DATA}/fixture-run-a.json -o -)
+gpuscout_cli_test(report_only_foreign_json_fails 2 --stdout-empty --stderr-contains "none of the files given"
+                  -- report ${PROJECT_SOURCE_DIR}/bench/results/h200-gemm4096-torch-a-20261130.json -o -)

@@ -157,3 +157,36 @@ TEST(ResultJson, ForeignDocumentsAreToldApartFromMalformedOnes) {
   EXPECT_THROW(gpuscout::results::result_from_json(ordered_json{{"records", ordered_json::array()}}, "x.json"),
                gpuscout::DataError);
 }
+
+TEST(ResultJson, ManyFilesSkipOtherToolsOutputButNotBrokenResults) {
+  namespace gr = gpuscout::results;
+  const auto dir = std::filesystem::temp_directory_path() / "gpuscout_result_files_test";
+  std::filesystem::create_directories(dir);
+  const std::string ours = (dir / "ours.json").string(), torch = (dir / "torch.json").string(),
+                    broken = (dir / "broken.json").string();
+  gr::write_result_file(ours, gr::sample_result());
+  { std::ofstream(torch) << R"({"tool": "bench/serve_baseline_torch.py", "steps": [1, 2]})"; }
+  const auto files = gr::read_result_files({torch, ours, torch});
+  ASSERT_EQ(files.read.size(), 1u);
+  EXPECT_EQ(files.read[0].first, ours);
+  EXPECT_EQ(files.read[0].second.records.size(), 2u);
+  ASSERT_EQ(files.skipped.size(), 2u);
+  EXPECT_EQ(files.skipped[1].first, torch);
+  EXPECT_NE(files.skipped[1].second.find("not a gpuscout result file"), std::string::npos);
+  // A file that claims to be ours but is malformed still stops the whole read, naming the file.
+  { std::ofstream(broken) << R"({"schema_version": "1.0", "records": 3})"; }
+  try {
+    gr::read_result_files({ours, broken});
+    FAIL() << "expected DataError";
+  } catch (const gpuscout::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json"), std::string::npos);
+  }
+  // One file at a time, another tool's output is an error saying what it is.
+  try {
+    gr::read_result_file(torch);
+    FAIL() << "expected DataError";
+  } catch (const gpuscout::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a gpuscout result file"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
