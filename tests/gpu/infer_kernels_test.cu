@@ -79,16 +79,17 @@ void report(const std::string& name, bool ok, const std::string& detail) {
 // BF16 outputs against a reference computed in double. BF16 keeps 8 significant bits (relative
 // rounding step 2^-8 = 3.9e-3, half of it per rounding); FP32 accumulation in another order adds
 // ~1e-6. So: norm-wise ||got - ref|| / ||ref|| <= 1e-2 and each element within 1e-2 |ref| plus
-// 1e-2 of the reference's RMS (elements near zero after cancellation); NaN never passes.
+// 1e-2 of the reference's RMS (elements near zero after cancellation), plus slack[i] when given (a
+// bound a kernel's own intermediate rounding adds); NaN never passes.
 void check_close(const std::string& name, const std::vector<float>& got, const std::vector<double>& ref,
-                 double rtol = 1e-2) {
+                 double rtol = 1e-2, const std::vector<double>& slack = {}) {
   double num = 0, den = 0, worst = 0;
   std::size_t bad = 0, first_bad = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) den += ref[i] * ref[i];
   const double rms = std::sqrt(den / std::max<std::size_t>(ref.size(), 1));
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double e = std::fabs(static_cast<double>(got[i]) - ref[i]);
-    if (!(e <= rtol * std::fabs(ref[i]) + rtol * rms)) {
+    if (!(e <= rtol * std::fabs(ref[i]) + rtol * rms + (slack.empty() ? 0.0 : slack[i]))) {
       if (bad++ == 0) first_bad = i;
     }
     if (std::isnan(got[i])) {
@@ -352,8 +353,12 @@ Paged make_paged(const AttentionShape& shape, const std::vector<int>& contexts) 
   return p;
 }
 
-// out row of query i of sequence s: attention over positions [0, ctx - q_len + i].
-std::vector<double> attention_ref(const Paged& p, const std::vector<u16>& q, int q_stride, int seq, int row, int pos) {
+// out row of query i of sequence s: attention over positions [0, ctx - q_len + i]. `slack` gets, per
+// output element, what the kernels' BF16 probabilities may move it: each P rounds by up to 2^-9 of
+// itself before P V on tensor cores, so |error| <= 2^-9 sum_t P_t |V_t|; twice that is allowed.
+// (A near-zero output after cancellation can miss the RMS-based bound by this alone.)
+std::vector<double> attention_ref(const Paged& p, const std::vector<u16>& q, int q_stride, int seq, int row, int pos,
+                                  std::vector<double>* slack = nullptr) {
   const auto& sh = p.shape;
   const int D = sh.head_dim, group = sh.heads / sh.kv_heads;
   std::vector<double> o(static_cast<std::size_t>(sh.heads) * D, 0.0);
@@ -371,8 +376,15 @@ std::vector<double> attention_ref(const Paged& p, const std::vector<u16>& q, int
     }
     double l = 0;
     for (auto& e : s) l += (e = std::exp(e - m));
-    for (int t = 0; t <= pos; ++t)
-      for (int d = 0; d < D; ++d) o[h * D + d] += s[t] / l * to_f(p.v[p.at(seq, t, kvh, d)]);
+    for (int d = 0; d < D; ++d) {
+      double spread = 0;
+      for (int t = 0; t <= pos; ++t) {
+        const double v = to_f(p.v[p.at(seq, t, kvh, d)]);
+        o[h * D + d] += s[t] / l * v;
+        spread += s[t] / l * std::fabs(v);
+      }
+      if (slack != nullptr) slack->push_back(std::ldexp(spread, -8));
+    }
   }
   return o;
 }
@@ -437,7 +449,7 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
   }
   const auto got = dout.download();
   std::vector<float> g;
-  std::vector<double> ref;
+  std::vector<double> ref, slack;
   std::vector<bool> row_used(rows, false);
   bool padding_ok = true;
   for (int s = 0; s < seqs; ++s) {
@@ -449,7 +461,7 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
           padding_ok &= got[static_cast<std::size_t>(row) * out_stride + e] == 0;
         continue;
       }
-      const auto o = attention_ref(p, q, q_stride, s, row, b.ctx[s] - b.q_len[s] + i);
+      const auto o = attention_ref(p, q, q_stride, s, row, b.ctx[s] - b.q_len[s] + i, &slack);
       ref.insert(ref.end(), o.begin(), o.end());
       for (int e = 0; e < shape.heads * D; ++e) g.push_back(to_f(got[static_cast<std::size_t>(row) * out_stride + e]));
     }
@@ -459,7 +471,7 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
   for (int r = 0; r < rows; ++r)
     for (int e = row_used[r] ? shape.heads * D : 0; e < out_stride; ++e)
       untouched &= got[static_cast<std::size_t>(r) * out_stride + e] == kPoison;
-  check_close(name, g, ref);
+  check_close(name, g, ref, 1e-2, slack);
   report(name + ": padding rows zero, other memory untouched", padding_ok && untouched, "");
 }
 
