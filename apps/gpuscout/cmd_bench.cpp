@@ -74,7 +74,7 @@ bool flag_given(const std::vector<std::pair<std::string, CLI::Option*>>& options
 // The serve benchmark's flags as typed; serve_options() validates them.
 struct ServeFlags {
   std::string model, scenario, lengths, batches, prefills, weights;
-  int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0, l2_prefetch_mb = 0;
+  int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0;
   std::int64_t kv_blocks = 0;
   std::uint64_t seed = 1;
   double rate = 0, duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0;
@@ -168,13 +168,6 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
   if (s.given("osl")) o.osl = s.osl;
   o.kv_blocks = s.kv_blocks;
   o.max_batch = s.max_batch;
-  if (s.given("l2-prefetch-mb")) {
-    if (s.l2_prefetch_mb < 0 || s.l2_prefetch_mb > 1024) {
-      throw UsageError(fmt::format("--l2-prefetch-mb must be a whole number of MiB in 0..1024 (0: off), got {}",
-                                   s.l2_prefetch_mb));
-    }
-    o.l2_prefetch_mb = s.l2_prefetch_mb;
-  }
   if (o.max_batch > 0) {
     for (int b : o.decode_batches) {
       if (b > o.max_batch) {
@@ -666,8 +659,6 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   serve_flag("tp", sf.tp, "serve: tensor-parallel GPUs (default: the number of --gpus, else 1)");
   serve_flag("weights", sf.weights,
              "serve: projection weights bf16 or fp8 (E4M3 per-tensor scales, compute capability 8.9+; default bf16)");
-  serve_flag("l2-prefetch-mb", sf.l2_prefetch_mb,
-             "serve: MiB of each GEMM's weights the small kernel before it prefetches into L2 (0: off; default 16)");
   serve_flag("serve-batch", sf.batches, "serve: decode batch sizes of the roofline cases (default 1,8,32)");
   serve_flag("serve-prefill", sf.prefills, "serve: prompt lengths of the prefill cases (default 8192)");
   serve_flag("isl", sf.isl, "serve: input tokens per request: decode context, static batch, load (default 512)");

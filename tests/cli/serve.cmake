@@ -26,10 +26,6 @@ gpuscout_cli_test(bench_serve_server_needs_rate 2 --stdout-empty --stderr-contai
                   -- bench --only serve --scenario server)
 gpuscout_cli_test(bench_serve_beyond_context 2 --stdout-empty --stderr-contains "context"
                   -- bench --only serve --isl 200000)
-gpuscout_cli_test(bench_serve_l2_prefetch_negative 2 --stdout-empty --stderr-contains "--l2-prefetch-mb must be"
-                  -- bench --only serve --l2-prefetch-mb=-1)
-gpuscout_cli_test(bench_serve_l2_prefetch_too_large 2 --stdout-empty --stderr-contains "0..1024"
-                  -- bench --only serve --l2-prefetch-mb 4096)
 gpuscout_cli_test(bench_serve_bad_batch_list 2 --stdout-empty --stderr-contains "--serve-batch: 'x'"
                   -- bench --only serve --serve-batch 1,x)
 gpuscout_cli_test(bench_serve_load_flag_needs_scenario 2 --stdout-empty --stderr-contains "--scenario"

@@ -4,10 +4,8 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--knock-out norms,rope,attention,silu]
-//                     [--l2-prefetch-mb LIST]
 //                                     (knock-out: those per-layer kernels left out, for timing
-//                                     attribution only; the tokens are then meaningless; LIST of
-//                                     L2-prefetch budgets, one engine each in turn, for an A/B)
+//                                     attribution only; the tokens are then meaningless)
 //                                     start-up time, decode step time at batch 1/8/32 against the
 //                                     HBM roofline (copy bandwidth measured here), prefill of 8192
 //                                     tokens in TFLOP/s against a cuBLASLt 8192^3 BF16 GEMM
@@ -342,7 +340,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool fp8, int l2_prefetch_mb) {
+int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool fp8) {
   const auto catalog = gpuscout::workloads::ModelCatalog::load(gpuscout::data::DataSource::embedded());
   const gi::TransformerConfig cfg = gi::TransformerConfig::from_model(catalog.get(model));
   cudaDeviceProp prop{};
@@ -360,7 +358,6 @@ int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool f
   eo.programmatic_launch = pdl;
   eo.knock_out = knock_out;
   eo.fp8_weights = fp8;
-  if (l2_prefetch_mb >= 0) eo.l2_prefetch_bytes = static_cast<std::size_t>(l2_prefetch_mb) << 20;
   if (knock_out != 0) fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", knock_out);
   const auto t0 = Clock::now();
   auto engine = ci::CudaEngine::create(cfg, eo);
@@ -368,10 +365,10 @@ int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool f
   const auto& info = engine->info();
   fmt::print(
       "{} TP{}: start-up {:.2f} s | {} weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
-      "workspace {:.2f} GB | graphs {} | programmatic launch {} | L2 prefetch {} MiB per GEMM\n",
+      "workspace {:.2f} GB | graphs {} | programmatic launch {}\n",
       cfg.name, tp, startup, info.weight_format, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9,
       info.kv_blocks, info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
-      info.programmatic_launch ? "on" : "off", info.l2_prefetch_bytes >> 20);
+      info.programmatic_launch ? "on" : "off");
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
 
   const double kv_per_token = static_cast<double>(cfg.kv_bytes_per_token(2)) / tp;
@@ -467,22 +464,12 @@ int main(int argc, char** argv) {
     int tp = 1;
     bool pdl = true, fp8 = false;
     unsigned knock_out = 0;
-    std::vector<int> prefetch_mb{-1};  // -1: the engine's default
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--bench" && i + 1 < argc) model = argv[++i];
       if (a == "--tp" && i + 1 < argc) tp = std::stoi(argv[++i]);
       if (a == "--no-pdl") pdl = false;
       if (a == "--fp8") fp8 = true;
-      if (a == "--l2-prefetch-mb" && i + 1 < argc) {
-        prefetch_mb.clear();
-        std::string list = argv[++i];
-        for (std::size_t at = 0; at <= list.size();) {
-          const std::size_t comma = std::min(list.find(',', at), list.size());
-          prefetch_mb.push_back(std::stoi(list.substr(at, comma - at)));
-          at = comma + 1;
-        }
-      }
       if (a == "--knock-out" && i + 1 < argc) {
         const std::string list = std::string(",") + argv[++i] + ",";
         const std::pair<const char*, unsigned> names[] = {{",norms,", ci::knock_out_norms},
@@ -494,11 +481,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (!model.empty()) {
-      int rc = 0;
-      for (int mb : prefetch_mb) rc |= bench(model, tp, pdl, knock_out, fp8, mb);
-      return rc;
-    }
+    if (!model.empty()) return bench(model, tp, pdl, knock_out, fp8);
 
     const gi::TransformerConfig tiny = gi::TransformerConfig::tiny();
     cudaDeviceProp prop{};

@@ -217,58 +217,6 @@ void test_silu_mul() {
   }
 }
 
-// The L2 prefetch blocks the row kernels can run beside their own: the descriptor's arithmetic,
-// and outputs bit-identical with and without them (prefetch blocks must not touch the work).
-void test_l2_prefetch() {
-  std::vector<u16> weights(static_cast<std::size_t>(4096) * 1024, 0);
-  Dev<u16> dw(weights);
-  const std::int64_t row_bytes = 1024 * 2;
-  L2Prefetch p = make_l2_prefetch(dw.p, 4096, row_bytes, std::size_t{1} << 20);  // 256 B of each row
-  bool ok = p.rows == 4096 && p.prefix_bytes == 256 && p.row_bytes == row_bytes;
-  p = make_l2_prefetch(dw.p, 4096, row_bytes, std::size_t{64} << 20);  // more than the matrix: whole rows
-  ok &= p.rows == 4096 && p.prefix_bytes == row_bytes;
-  p = make_l2_prefetch(dw.p, 4096, row_bytes, 128 * 100);  // under a line per row: the first 100 rows
-  ok &= p.rows == 100 && p.prefix_bytes == 128;
-  ok &= make_l2_prefetch(dw.p, 4096, row_bytes, 0).rows == 0;
-  ok &= make_l2_prefetch(dw.p, 4096, 1000, std::size_t{1} << 20).rows == 0;  // pitch not a multiple of 16
-  ok &= make_l2_prefetch(reinterpret_cast<const char*>(dw.p) + 8, 4096, row_bytes, 1 << 20).rows == 0;
-  report("l2 prefetch: per-row heads within the budget, off when unaligned", ok, "");
-
-  const L2Prefetch prefetch = make_l2_prefetch(dw.p, 4096, row_bytes, std::size_t{4} << 20);
-  const int rows = 5, width = 4096, ffn = 1024;
-  const auto x = random_bf16(static_cast<std::size_t>(rows) * width, 3.0f);
-  std::vector<u16> w(width, to_b(1.0f));
-  Dev<u16> dx(x), dnw(w), plain(x.size()), with(x.size());
-  launch_rmsnorm(dx.as<bf16>(), dnw.as<bf16>(), rows, width, 1e-5f, plain.as<bf16>(), nullptr);
-  launch_rmsnorm(dx.as<bf16>(), dnw.as<bf16>(), rows, width, 1e-5f, with.as<bf16>(), nullptr, prefetch);
-  report("l2 prefetch: rmsnorm output unchanged", plain.download() == with.download(), "");
-
-  const auto gu = random_bf16(static_cast<std::size_t>(rows) * 2 * ffn, 4.0f);
-  Dev<u16> dg(gu), splain(static_cast<std::size_t>(rows) * ffn), swith(splain.n);
-  launch_silu_mul(dg.as<bf16>(), rows, ffn, splain.as<bf16>(), nullptr);
-  launch_silu_mul(dg.as<bf16>(), rows, ffn, swith.as<bf16>(), nullptr, prefetch);
-  report("l2 prefetch: silu_mul output unchanged", splain.download() == swith.download(), "");
-
-  const AttentionShape shape{32, 8, 128, 16};
-  const int stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
-  const std::vector<std::int32_t> positions = {3, 100, 511, 7, 64}, slots = {0, 17, 40, 63, 5};
-  const auto qkv = random_bf16(static_cast<std::size_t>(rows) * stride);
-  const std::size_t cache_elems = std::size_t{4} * shape.kv_heads * shape.block_size * shape.head_dim;
-  Dev<std::int32_t> dpos(positions), dslot(slots);
-  std::vector<std::vector<u16>> outputs;
-  for (const L2Prefetch& pf : {L2Prefetch{}, prefetch}) {
-    Dev<u16> dq(qkv), dk(std::vector<u16>(cache_elems, kPoison)), dv(std::vector<u16>(cache_elems, kPoison));
-    launch_rope_store_kv(dq.as<bf16>(), stride, dpos.p, dslot.p, rows, shape, 500000.0f, dk.as<bf16>(), dv.as<bf16>(),
-                         nullptr, pf);
-    auto q = dq.download(), k = dk.download(), v = dv.download();
-    q.insert(q.end(), k.begin(), k.end());
-    q.insert(q.end(), v.begin(), v.end());
-    outputs.push_back(std::move(q));
-  }
-  report("l2 prefetch: rope_store_kv output and cache unchanged", outputs[0] == outputs[1], "");
-  CUDA_CHECK(cudaDeviceSynchronize());
-}
-
 void test_argmax() {
   for (const int vocab : {128256, 1003}) {
     const int rows = 6, offset = 5000;
@@ -1059,7 +1007,6 @@ int main(int argc, char** argv) {
       test_gather();
       test_rmsnorm();
       test_silu_mul();
-      test_l2_prefetch();
       test_argmax();
       test_rope_store_kv();
       test_skinny_gemm();

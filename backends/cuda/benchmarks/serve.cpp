@@ -466,7 +466,6 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   eo.max_context = o.max_sequence_tokens();
   eo.collective_timeout_s = env.options.coll_timeout_s;
   eo.fp8_weights = fp8;
-  if (o.l2_prefetch_mb >= 0) eo.l2_prefetch_bytes = static_cast<std::size_t>(o.l2_prefetch_mb) << 20;
 
   const std::string engine_key = fmt::format("serve/engine/{}", run.tag);
   Record engine_record = run.make(engine_key, {{"kv_block_size", eo.kv_block_size},
@@ -475,8 +474,7 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
                                                {"max_step_tokens", eo.max_step_tokens},
                                                {"max_context", eo.max_context},
                                                {"max_kv_blocks", eo.max_kv_blocks},
-                                               {"cuda_graphs", eo.cuda_graphs},
-                                               {"l2_prefetch_bytes", eo.l2_prefetch_bytes}});
+                                               {"cuda_graphs", eo.cuda_graphs}});
   env.report(fmt::format("{}: building {} ({} weights, TP {}) on GPU {}", engine_key, o.model.name,
                          fp8 ? "FP8" : "BF16", o.tp, fmt::join(run.gpus, ",")));
   std::unique_ptr<ci::CudaEngine> engine;
@@ -504,8 +502,7 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
                         {"kv_blocks", info.kv_blocks},
                         {"kv_block_size", info.kv_block_size},
                         {"graph_buckets", info.graph_buckets},
-                        {"programmatic_launch", info.programmatic_launch},
-                        {"l2_prefetch_bytes", info.l2_prefetch_bytes}};
+                        {"programmatic_launch", info.programmatic_launch}};
   engine_record.params["weight_bytes_per_gpu"] = info.weight_bytes_per_gpu;
   engine_record.params["kv_cache_bytes_per_gpu"] = info.kv_cache_bytes_per_gpu;
   engine_record.params["workspace_bytes_per_gpu"] = info.workspace_bytes_per_gpu;

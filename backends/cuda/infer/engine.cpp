@@ -526,26 +526,15 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   const AttentionBatch pre =
       batch(L.pre_q_start, L.pre_q_len, L.pre_ctx, L.pre_tables, d.mbps_p, d.np, d.pre_max_ctx, d.pre_max_q);
 
-  // The head of each GEMM's weights, prefetched by the small kernel before it (EngineOptions).
-  const std::int64_t weight_elem = opt.fp8_weights ? 1 : static_cast<std::int64_t>(sizeof(bf16));
-  auto prefetch = [&](const void* w, int out, int in, std::int64_t elem) {
-    return make_l2_prefetch(w, out, in * elem, opt.l2_prefetch_bytes);
-  };
-
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
   for (const LayerWeights& l : r.layers) {
-    if (!(skip & knock_out_norms)) {
-      launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st,
-                     prefetch(l.wqkv, s.qkv_dim, hidden, weight_elem));
-    }
+    if (!(skip & knock_out_norms)) launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
     r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
     if (!(skip & knock_out_rope)) {
-      // Its prefetch of the O weights goes on through attention.
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
-                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st,
-                           prefetch(l.wo, hidden, s.q_dim, weight_elem));
+                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st);
     }
     if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim,
@@ -557,22 +546,16 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
     }
     r.gemm->run(r.g_o, d.rows, r.attn, l.wo, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
-    if (!(skip & knock_out_norms)) {
-      launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st,
-                     prefetch(l.w_gate_up, 2 * s.ffn, hidden, weight_elem));
-    }
+    if (!(skip & knock_out_norms)) launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
     r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
-    if (!(skip & knock_out_silu)) {
-      launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st, prefetch(l.w_down, hidden, s.ffn, weight_elem));
-    }
+    if (!(skip & knock_out_silu)) launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st);
     r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
   }
   // Only the sampling rows go through the final norm and the LM head.
   launch_gather_rows(r.h, m + L.sample_rows, d.ns, hidden, r.gathered, st);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
-  launch_rmsnorm(r.gathered, r.final_norm, d.ns, hidden, cfg.norm_eps, r.gathered_norm, st,
-                 prefetch(r.lm_head, s.vocab_count, hidden, static_cast<std::int64_t>(sizeof(bf16))));
+  launch_rmsnorm(r.gathered, r.final_norm, d.ns, hidden, cfg.norm_eps, r.gathered_norm, st);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   r.gemm->run(r.g_lm, d.ns, r.gathered_norm, r.lm_head, r.logits, false, st);
   if (tp == 1) {
@@ -931,7 +914,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;
-  e.info.l2_prefetch_bytes = static_cast<std::int64_t>(options.l2_prefetch_bytes);
   set_programmatic_launch(e.info.programmatic_launch);
   e.max_context = options.max_context > 0
                       ? options.max_context

@@ -43,10 +43,6 @@ struct EngineOptions {
   // kernel starts loading what does not depend on its predecessor (decode GEMM weights) while
   // that one finishes.
   bool programmatic_launch = true;
-  // Per GEMM of a layer (and the LM head), the RMSNorm, RoPE or SiLU kernel before it prefetches up
-  // to this many bytes of its weights into L2 (the head of every row), so that HBM streams weights
-  // while those latency-bound kernels run (kernels.hpp, L2Prefetch). 0: off.
-  std::size_t l2_prefetch_bytes = std::size_t{16} << 20;
   // TP > 1: a step whose GPUs have not finished within this many seconds is treated as a hung
   // collective: every communicator is aborted (ncclCommAbort) and execute() throws. A rank that
   // fails ends the others' waits at once the same way. Afterwards the engine refuses further steps.
@@ -79,7 +75,6 @@ struct EngineInfo {
   int kv_block_size = 0;
   std::vector<int> graph_buckets;    // decode batch sizes with a captured graph
   bool programmatic_launch = false;  // used (asked for and supported by every GPU)
-  std::int64_t l2_prefetch_bytes = 0;  // per GEMM, as asked for
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
 };

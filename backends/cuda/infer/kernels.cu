@@ -5,12 +5,10 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cfloat>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "gpuscout/cuda/check.hpp"
@@ -78,57 +76,11 @@ void gather(const bf16* src, const std::int32_t* index, int count, int width, bf
 }
 
 // ---------------------------------------------------------------------------------------------
-// The L2 prefetch blocks a small kernel runs beside its own (kernels.hpp, L2Prefetch). They read
-// nothing an earlier kernel writes, so they skip pdl_wait and start as soon as an SM has room,
-// often during the previous GEMM's tail. One bulk prefetch per row head on Hopper (the copy
-// engine of the SM issues the line requests; the thread moves on), one per line before it.
-constexpr int kPrefetchBlocks = 8;
-constexpr int kPrefetchThreads = 256;
-
-__device__ __forceinline__ void l2_prefetch_rows(const L2Prefetch& p, int block, int blocks) {
-  const char* base = static_cast<const char*>(p.base);
-  if (p.mode != 0) {
-    const int lines_per_row = p.prefix_bytes / 128;
-    const std::int64_t lines = static_cast<std::int64_t>(p.rows) * lines_per_row;
-    for (std::int64_t i = block * blockDim.x + threadIdx.x; i < lines;
-         i += static_cast<std::int64_t>(blocks) * blockDim.x) {
-      const std::int64_t r = i / lines_per_row;
-      const char* a = base + r * p.row_bytes + (i - r * lines_per_row) * 128;
-      if (p.mode == 2) {
-        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(a));
-      } else {
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-      }
-    }
-    return;
-  }
-  for (int r = block * blockDim.x + threadIdx.x; r < p.rows; r += blocks * blockDim.x) {
-    const char* row = base + static_cast<std::int64_t>(r) * p.row_bytes;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(p.prefix_bytes) : "memory");
-#else
-    for (int o = 0; o < p.prefix_bytes; o += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
-#endif
-  }
-}
-
-// Extra blocks for `prefetch` on top of a kernel's own (`per_column` blocks per grid-x column when
-// its grid has a y extent).
-int prefetch_blocks(const L2Prefetch& prefetch, int per_column = 1) {
-  return prefetch.rows > 0 ? (kPrefetchBlocks + per_column - 1) / per_column : 0;
-}
-
-// ---------------------------------------------------------------------------------------------
 constexpr int kRowThreads = 256;
-static_assert(kRowThreads == kPrefetchThreads, "the row kernels' prefetch blocks have their block size");
 
 __global__ void __launch_bounds__(kRowThreads)
-    rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out, int rows, L2Prefetch prefetch) {
+    rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
   __shared__ float partial[kRowThreads / 32];
-  if (static_cast<int>(blockIdx.x) >= rows) {
-    l2_prefetch_rows(prefetch, blockIdx.x - rows, gridDim.x - rows);
-    return;
-  }
   pdl_wait();
   pdl_trigger();
   const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
@@ -179,13 +131,9 @@ constexpr int kRopeHeadsPerBlock = 8;
 // (copied before the step's first kernel), so this overlaps the QKV GEMM's tail.
 __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions,
                                      const std::int32_t* slot_mapping, AttentionShape shape, float theta, bf16* k_cache,
-                                     bf16* v_cache, int rows, L2Prefetch prefetch) {
+                                     bf16* v_cache) {
   __shared__ float cos_t[kMaxHalfDim], sin_t[kMaxHalfDim];
   const int t = blockIdx.x;
-  if (t >= rows) {
-    l2_prefetch_rows(prefetch, (t - rows) * gridDim.y + blockIdx.y, (gridDim.x - rows) * gridDim.y);
-    return;
-  }
   const int d = shape.head_dim;
   const int half = d / 2;
   const float position = static_cast<float>(positions[t]);
@@ -237,16 +185,11 @@ __device__ __forceinline__ float silu(float g) {
   return g / (1.0f + __expf(-g));
 }
 
-__global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out, int work_blocks,
-                                L2Prefetch prefetch) {
-  if (static_cast<int>(blockIdx.x) >= work_blocks) {
-    l2_prefetch_rows(prefetch, blockIdx.x - work_blocks, gridDim.x - work_blocks);
-    return;
-  }
+__global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out) {
   pdl_wait();
   pdl_trigger();
   const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
-  const std::int64_t stride = static_cast<std::int64_t>(work_blocks) * blockDim.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   if (ffn % 8 == 0) {
     for (std::int64_t v = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; v < total / 8;
          v += stride) {
@@ -609,47 +552,25 @@ void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count
   gather(x, rows_index, count, width, out, stream);
 }
 
-L2Prefetch make_l2_prefetch(const void* base, int rows, std::int64_t row_bytes, std::size_t budget_bytes) {
-  constexpr std::int64_t kLine = 128;
-  if (base == nullptr || rows <= 0 || row_bytes <= 0 || budget_bytes == 0 || row_bytes % 16 != 0 ||
-      reinterpret_cast<std::uintptr_t>(base) % 16 != 0) {
-    return {};
-  }
-  const auto budget = static_cast<std::int64_t>(budget_bytes);
-  std::int64_t prefix = std::max(kLine, budget / rows / kLine * kLine);
-  prefix = std::min({prefix, row_bytes, std::int64_t{1} << 30});
-  L2Prefetch p;
-  p.base = base;
-  p.rows = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(rows, budget / prefix)));
-  p.row_bytes = row_bytes;
-  p.prefix_bytes = static_cast<int>(prefix);
-  if (const char* mode = std::getenv("GPUSCOUT_L2_PREFETCH_MODE")) p.mode = std::atoi(mode);
-  return p;
-}
-
-void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream,
-                    const L2Prefetch& prefetch) {
+void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {
   if (rows <= 0) return;
-  launch_kernel(rmsnorm_kernel, rows + prefetch_blocks(prefetch), kRowThreads, 0, stream, x, weight, width, eps, out,
-                rows, prefetch);
+  launch_kernel(rmsnorm_kernel, rows, kRowThreads, 0, stream, x, weight, width, eps, out);
 }
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream, const L2Prefetch& prefetch) {
+                          cudaStream_t stream) {
   if (rows <= 0) return;
   const int groups = (shape.heads + shape.kv_heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
-  launch_kernel(rope_store_kv_kernel, dim3(rows + prefetch_blocks(prefetch, groups), groups), kPrefetchThreads, 0,
-                stream, qkv, qkv_stride, positions, slot_mapping, shape, rope_theta, k_cache, v_cache, rows, prefetch);
+  launch_kernel(rope_store_kv_kernel, dim3(rows, groups), 256, 0, stream, qkv, qkv_stride, positions, slot_mapping,
+                shape, rope_theta, k_cache, v_cache);
 }
 
-void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream,
-                     const L2Prefetch& prefetch) {
+void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
   const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   if (total <= 0) return;
-  const int blocks = static_cast<int>(std::min<std::int64_t>((total / 8 + 255) / 256 + 1, 132 * 16));
-  launch_kernel(silu_mul_kernel, blocks + prefetch_blocks(prefetch), kPrefetchThreads, 0, stream, gate_up, rows, ffn,
-                out, blocks, prefetch);
+  const std::int64_t blocks = std::min<std::int64_t>((total / 8 + 255) / 256 + 1, 132 * 16);
+  launch_kernel(silu_mul_kernel, static_cast<unsigned>(blocks), 256, 0, stream, gate_up, rows, ffn, out);
 }
 
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,

@@ -64,23 +64,6 @@ class ProgrammaticLaunchPause {
 // Empty string when the kernels support the shape, else why not ("head_dim 96 not supported: 64 or 128").
 const char* check_attention_shape(const AttentionShape& shape);
 
-// A weight matrix to pull into L2 while a small kernel runs: the first `prefix_bytes` of each of
-// the first `rows` rows (pitch `row_bytes`). A decode step at a small batch alternates GEMMs that
-// stream weights from HBM with latency-bound kernels (RMSNorm, RoPE, attention, SiLU) during which
-// HBM idles; the small kernel before a GEMM gets a few extra blocks that prefetch the head of every
-// row of that GEMM's weights, which the GEMM then reads first, from L2. Empty (rows 0): nothing.
-struct L2Prefetch {
-  const void* base = nullptr;
-  int rows = 0;
-  std::int64_t row_bytes = 0;
-  int prefix_bytes = 0;  // a multiple of 16
-  int mode = 0;          // EXPERIMENT: 0 bulk prefetch per row head, 1 line prefetch, 2 line prefetch evict_last
-};
-// At most `budget_bytes` in equal per-row heads of whole 128-byte lines (at least one line per row,
-// so a matrix with many rows gets its first rows only). Empty when the budget is 0 or the matrix
-// is not 16-byte aligned (row_bytes and the base).
-L2Prefetch make_l2_prefetch(const void* base, int rows, std::int64_t row_bytes, std::size_t budget_bytes);
-
 // dst[r, c] = bf16(weight_value(tensor_stream(seed, kind, layer), kind, (row0 + r) * in_features + col0 + c,
 // in_features)) for r < rows, c < cols: one tensor-parallel shard (or all) of a full [*, in_features] tensor. Norm
 // vectors: rows = 1, in_features = their width.
@@ -93,18 +76,16 @@ void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, i
                       cudaStream_t stream);
 
 // out = x / sqrt(mean(x^2) + eps) * weight, per row. out may not alias x.
-void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream,
-                    const L2Prefetch& prefetch = {});
+void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream);
 
 // Rotates Q and K of each token in place in the fused QKV buffer by its position, then stores the
 // rotated K and the V of token t at slot_mapping[t] of the layer's cache.
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream, const L2Prefetch& prefetch = {});
+                          cudaStream_t stream);
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
-void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream,
-                     const L2Prefetch& prefetch = {});
+void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
 
 // Decode attention (every sequence has q_len 1), one of two kernels by the number of (sequence, KV
 // head) pairs, which the host knows (graph capture keeps the choice): from 64 pairs a fixed grid

@@ -32,9 +32,6 @@ struct ServeOptions {
   serve::PeakSearch peak;
   std::int64_t kv_blocks = 0;  // --kv-blocks: cap on the engine's KV-cache blocks; 0: as memory allows
   int max_batch = 0;           // --max-batch: the engine's largest decode batch; 0: its default
-  // --l2-prefetch-mb: weight bytes per GEMM the small kernel before it prefetches into L2 (MiB);
-  // negative: the engine's default.
-  int l2_prefetch_mb = -1;
   // Longest sequence any case needs (prompt + output), for the engine's context.
   int max_sequence_tokens() const;
 };
