@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -16,6 +19,10 @@ namespace {
 constexpr int kRequestedAlgos = 8;
 constexpr int kTimedRounds = 3;
 constexpr int kMaxRotation = 8;  // weight instances cycled through per timed round
+// cuBLASLt's part of the runner's workspace: all but the small-m counters at its end.
+std::size_t lt_workspace_bytes(std::size_t total) {
+  return total >= 2 * GemmRunner::kSmallMCounterBytes ? total - GemmRunner::kSmallMCounterBytes : total;
+}
 }  // namespace
 
 struct GemmRunner::Class {
@@ -30,17 +37,30 @@ struct GemmRunner::Class {
 struct GemmRunner::Plan {
   lt::MatrixLayout a, b, d;
   std::vector<cublasLtMatmulHeuristicResult_t> algos;
-  int chosen = 0;       // index into algos
-  bool skinny = false;  // launch_skinny_gemm instead
+  int chosen = 0;         // index into algos
+  bool skinny = false;    // launch_skinny_gemm instead
+  int small_m_split = 0;  // > 0: launch_small_m_gemm with this k-split instead
+  int small_m_variant = 0;
 };
 
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
     : lt_(lt::make_handle()),
       desc_(lt::make_matmul_desc(CUBLAS_COMPUTE_32F, CUDA_R_32F)),
       desc_fp8_(lt::make_matmul_desc(CUBLAS_COMPUTE_32F, CUDA_R_32F)),
-      pref_(lt::make_preference(workspace_bytes)),
+      pref_(lt::make_preference(lt_workspace_bytes(workspace_bytes))),
       workspace_(workspace),
-      workspace_bytes_(workspace_bytes) {
+      workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
+  const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
+  small_m_enabled_ = small_m == nullptr || std::strcmp(small_m, "0") != 0;
+  if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
+    small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
+    small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));
+    small_m_ws_.partials = static_cast<float*>(workspace);
+    small_m_ws_.partial_floats = workspace_bytes_ / sizeof(float);
+    // Zero before any launch, whatever stream the launches come on.
+    GPUSCOUT_CUDA_CHECK(cudaMemset(small_m_ws_.counters, 0, kSmallMCounterBytes));
+    GPUSCOUT_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   for (cublasLtMatmulDesc_t d : {desc_.get(), desc_fp8_.get()}) {  // "TN": the only layout FP8 accepts
     lt::set(d, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
     lt::set(d, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
@@ -105,9 +125,16 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
   return ref;
 }
 
-void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skinny, int rows, const bf16* x,
-                        const void* w, bf16* y, bool accumulate, cudaStream_t stream) {
+void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split,
+                        int small_m_variant, int rows, const bf16* x, const void* w, bf16* y, bool accumulate,
+                        cudaStream_t stream) {
   const bf16* residual = accumulate ? y : nullptr;
+  if (small_m_split > 0 && !c.fp8() &&
+      launch_small_m_gemm(x, rows, static_cast<const bf16*>(w), c.out, c.in, small_m_split, residual, y, small_m_ws_,
+                          stream, small_m_variant)) {
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (skinny && c.fp8()) {
     launch_skinny_gemm_fp8(x, rows, static_cast<const std::uint8_t*>(w), c.fp8_scale, c.out, c.in, residual, y, stream);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
@@ -140,7 +167,7 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
 void GemmRunner::run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream) {
   if (rows <= 0) return;
   const Plan& p = plan(cls, rows);
-  launch(*classes_[cls], p, p.chosen, p.skinny, rows, x, w, y, accumulate, stream);
+  launch(*classes_[cls], p, p.chosen, p.skinny, p.small_m_split, p.small_m_variant, rows, x, w, y, accumulate, stream);
 }
 
 std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream) {
@@ -152,14 +179,16 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   GPUSCOUT_CUDA_CHECK(cudaEventCreate(&stop));
   // Per-call time of one candidate: best of a few rounds, each cycling through `rotation` weights
   // (distinct layers) so each call reads its weight from HBM, as in a real step.
-  auto time_us = [&](int algo, bool skinny) {
+  auto time_us = [&](int algo, bool skinny, int small_m_split = 0, int small_m_variant = 0) {
     for (int i = 0; i < 2; ++i)
-      launch(c, p, algo, skinny, rows, x_scratch, c.weights[i % rotation], y_scratch, false, stream);
+      launch(c, p, algo, skinny, small_m_split, small_m_variant, rows, x_scratch, c.weights[i % rotation], y_scratch,
+             false, stream);
     float best = std::numeric_limits<float>::max();
     for (int round = 0; round < kTimedRounds; ++round) {
       GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, stream));
       for (int i = 0; i < rotation; ++i)
-        launch(c, p, algo, skinny, rows, x_scratch, c.weights[i], y_scratch, false, stream);
+        launch(c, p, algo, skinny, small_m_split, small_m_variant, rows, x_scratch, c.weights[i], y_scratch, false,
+               stream);
       GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop, stream));
       GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0;
@@ -191,13 +220,63 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   }
   p.chosen = best_algo;
   p.skinny = false;
+  p.small_m_split = 0;
+  p.small_m_variant = 0;
+  last_tune_ = TuneTimes{};
+  last_tune_.cublaslt_us = best_lt;
+  last_tune_.chosen = "cublaslt";
+  // The small-m kernel's splits that it accepts for these pointers and this workspace.
+  std::vector<int> splits;
+  if (small_m_enabled_ && !c.fp8() && rows > kSkinnyMaxRows && rows <= kSmallMMaxRows) {
+    int last_effective = 0;
+    for (int s : kSmallMSplits) {
+      const int effective = small_m_gemm_effective_split(c.in, s);
+      if (effective == last_effective) continue;  // the same launch as the previous request
+      bool accepted = check_small_m_gemm(x_scratch, rows, static_cast<const bf16*>(c.weights[0]), c.out, c.in, s,
+                                         small_m_ws_) == nullptr;
+      for (const void* w : c.weights) accepted = accepted && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+      if (!accepted) continue;
+      splits.push_back(s);
+      last_effective = effective;
+    }
+  }
   std::string line;
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
+    last_tune_.skinny_us = skinny;
     p.skinny = skinny < best_lt;
+    if (p.skinny) last_tune_.chosen = "skinny";
     line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates)", c.name, rows, c.out,
                        c.in, p.skinny ? "skinny" : "cublaslt", p.skinny ? skinny : best_lt,
                        p.skinny ? "cublaslt" : "skinny", p.skinny ? best_lt : skinny, p.algos.size());
+  } else if (!splits.empty()) {
+    double best_small = std::numeric_limits<double>::max();
+    int best_split = 0, best_variant = 0;
+    for (int v = 0; v < kSmallMVariants; ++v) {
+      for (int s : splits) {
+        const double t = time_us(0, false, s, v);
+        if (t < best_small) {
+          best_small = t;
+          best_split = s;
+          best_variant = v;
+        }
+      }
+    }
+    last_tune_.small_m_us = best_small;
+    last_tune_.small_m_split = best_split;
+    last_tune_.small_m_variant = best_variant;
+    const bool small = best_small < best_lt;
+    if (small) {
+      p.small_m_split = best_split;
+      p.small_m_variant = best_variant;
+      last_tune_.chosen = "small_m";
+    }
+    const std::string small_name = fmt::format("small_m ({}, split {})", small_m_variant_name(best_variant),
+                                               small_m_gemm_effective_split(c.in, best_split));
+    line = fmt::format(
+        "{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates, {} variants x {} splits)", c.name, rows,
+        c.out, c.in, small ? small_name : "cublaslt", small ? best_small : best_lt, small ? "cublaslt" : small_name,
+        small ? best_lt : best_small, p.algos.size(), kSmallMVariants, splits.size());
   } else {
     line = fmt::format("{} m={} ({}x{}): cublaslt {:.1f} us (candidate {} of {})", c.name, rows, c.out, c.in, best_lt,
                        best_algo + 1, p.algos.size());

@@ -1,12 +1,17 @@
 #pragma once
 // The serving engine's GEMMs: y[rows, out] = x[rows, in] W^T (+ y) with W [out, in] row-major,
-// BF16 in and out, FP32 accumulation, through cuBLASLt, or through launch_skinny_gemm where that
-// was faster when timed. One runner per GPU; not thread-safe (each rank's thread owns its own).
+// BF16 in and out, FP32 accumulation, through cuBLASLt, or through launch_skinny_gemm (rows <= 8)
+// or launch_small_m_gemm (BF16, 9..64 rows) where that was faster when timed. One runner per GPU;
+// not thread-safe (each rank's thread owns its own).
 //
 // cuBLASLt is column-major: the row-major y[rows, out] is the column-major D[out, rows] (ld out),
 // W row-major [out, in] is column-major [in, out] (ld in) used transposed, x row-major [rows, in]
 // is column-major [in, rows] (ld in): D = op(A = W)^T B(= x), the "TN" layout of gemm.cu. The
 // residual add is beta = 1 with C = D (in place, same layout).
+//
+// The workspace: cuBLASLt gets all of it but the last kSmallMCounterBytes, which hold the small-m
+// kernel's split-k counters (they must stay zero between launches, and cuBLASLt would write over
+// them); its FP32 partials use the front of cuBLASLt's part (stream order keeps the two apart).
 //
 // FP8 classes (weights as E4M3 codes with one scale per class): cuBLASLt multiplies FP8 by FP8, so
 // x is first quantized per tensor (scale = max|x| / 448, computed on the GPU each call: two small
@@ -21,6 +26,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "gemm_small_m.hpp"
 #include "gpuscout/cuda/cublaslt.hpp"
 #include "kernels.hpp"
 
@@ -47,17 +53,34 @@ class GemmRunner {
   // y = x W^T, plus the old y when `accumulate`. Enqueues on `stream` (capturable).
   void run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
-  // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows) for
-  // this class and row count, keeps the fastest for later run() calls and says what it chose.
-  // x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
+  // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows, the
+  // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=
+  // kSmallMMaxRows) for this class and row count, keeps the fastest for later run() calls and says
+  // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
+  // GPUSCOUT_SMALL_M_GEMM=0 in the environment (read at construction) leaves the small-m kernel out
+  // (an A/B of the engine with one binary).
   std::string tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream);
+
+  // The per-call times (us) the last tune() measured; < 0 where a kernel was not a candidate.
+  struct TuneTimes {
+    double cublaslt_us = -1;  // the best heuristic candidate
+    double skinny_us = -1;
+    double small_m_us = -1;  // the best variant and split
+    int small_m_split = 0;
+    int small_m_variant = 0;
+    std::string chosen;  // "cublaslt", "skinny" or "small_m"
+  };
+  const TuneTimes& last_tune_times() const { return last_tune_; }
+
+  static constexpr std::size_t kSmallMCounterBytes = 64 * 1024;
 
  private:
   struct Class;
   struct Plan;
   Plan& plan(int cls, int rows);
-  void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int rows, const bf16* x, const void* w,
-              bf16* y, bool accumulate, cudaStream_t stream);
+  // small_m_split > 0: launch_small_m_gemm with that split and variant (cuBLASLt if it refuses).
+  void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
+              int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
   lt::Handle lt_;
   lt::MatmulDesc desc_;
@@ -67,7 +90,10 @@ class GemmRunner {
   Fp8Scratch fp8_;
   lt::Preference pref_;
   void* workspace_;
-  std::size_t workspace_bytes_;
+  std::size_t workspace_bytes_;  // cuBLASLt's part
+  SmallMWorkspace small_m_ws_;
+  bool small_m_enabled_ = true;
+  TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unordered_map<std::int64_t, std::unique_ptr<Plan>> plans_;
 };

@@ -1,0 +1,525 @@
+// The small-m decode GEMM (backends/cuda/infer/gemm_small_m.hpp) against a CPU reference of the
+// same BF16 inputs, and the GemmRunner that offers it. Random inputs drawn fresh for every shape;
+// outputs poisoned (NaN) before each launch and a guard row past the output checked untouched, so
+// an element the kernel forgot to write, or one it wrote out of bounds, fails too.
+//   infer_gemm_test                 run the checks; exit 0 passed, 1 failed, 77 no GPU (CTest: skipped)
+//   infer_gemm_test --kernel-only   only the direct kernel checks (small enough for compute-sanitizer)
+//   infer_gemm_test --bench         also time it on the Llama-3.1-8B shapes against cuBLASLt
+//   infer_gemm_test --profile       only the gate_up shape at 32 rows, each variant and cuBLASLt (for ncu)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine_gemm.hpp"
+#include "gemm_small_m.hpp"
+#include "gpuscout/cuda/check.hpp"
+#include "gpuscout/infer/weights.hpp"
+#include "kernels.hpp"
+
+namespace {
+
+namespace gi = gpuscout::infer;
+using namespace gpuscout::cuda::infer;
+using u16 = std::uint16_t;
+
+std::mt19937_64 rng(20261130);
+int failures = 0;
+
+float to_f(u16 b) {
+  return gi::bf16_bits_to_float(b);
+}
+u16 to_b(float f) {
+  return gi::float_to_bf16_bits(f);
+}
+constexpr u16 kPoison = 0x7FC1;  // a NaN: any element left unwritten fails the comparison
+
+std::vector<u16> random_bf16(std::size_t n, float scale = 1.0f) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<u16> v(n);
+  for (auto& x : v) x = to_b(u(rng));
+  return v;
+}
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  std::size_t n = 0;
+  Dev() = default;
+  explicit Dev(std::size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T))); }
+  explicit Dev(const std::vector<T>& v) : Dev(v.size()) { upload(v); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() { CUDA_CHECK_NOTHROW(cudaFree(p)); }
+  void upload(const std::vector<T>& v) {
+    CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> v(n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  template <typename U = T>
+  U* as() const {
+    return reinterpret_cast<U*>(p);
+  }
+};
+
+void report(const std::string& name, bool ok, const std::string& detail) {
+  std::printf("%-64s %s  %s\n", name.c_str(), ok ? "ok  " : "FAIL", detail.c_str());
+  if (!ok) ++failures;
+}
+
+// y = x W^T (+ residual) in double, and per element sum_k |x w| (+ |residual|), the scale of the
+// FP32 accumulation error.
+struct Reference {
+  std::vector<double> y, magnitude;
+  std::vector<double> product;  // x W^T alone
+};
+Reference reference(const std::vector<u16>& x, const std::vector<u16>& w, int rows, int n, int k) {
+  Reference ref;
+  ref.y.resize(static_cast<std::size_t>(rows) * n);
+  ref.magnitude.resize(ref.y.size());
+  std::vector<float> xf(x.size()), wf(w.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xf[i] = to_f(x[i]);
+  for (std::size_t i = 0; i < w.size(); ++i) wf[i] = to_f(w[i]);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < n; ++c) {
+      const float* xr = &xf[static_cast<std::size_t>(r) * k];
+      const float* wr = &wf[static_cast<std::size_t>(c) * k];
+      double s = 0, m = 0;
+      for (int i = 0; i < k; ++i) {
+        const double p = static_cast<double>(xr[i]) * wr[i];
+        s += p;
+        m += std::fabs(p);
+      }
+      const std::size_t o = static_cast<std::size_t>(r) * n + c;
+      ref.y[o] = s;
+      ref.product.push_back(s);
+      ref.magnitude[o] = m;
+    }
+  }
+  return ref;
+}
+Reference plus_residual(Reference ref, const std::vector<u16>& residual) {
+  for (std::size_t o = 0; o < ref.y.size(); ++o) {
+    const double res = to_f(residual[o]);
+    ref.y[o] += res;
+    ref.magnitude[o] += std::fabs(res);
+  }
+  return ref;
+}
+
+// BF16 output: rounding to nearest costs up to half a step, 2^-9 relative (2^-8 allowed); FP32
+// accumulation in another order (and the residual added in FP32) adds at most ~k 2^-24 of sum |x w|,
+// far under the 2^-14 of it allowed. Any lost or doubled k step, row or split is off by ~|x w| per
+// missing product, far over both. NaN never passes. `product_rounded`: the product itself may be
+// rounded to BF16 before the residual is added (cuBLASLt's epilogue, seen on the H200: up to 1.5x
+// the single-rounding bound), another 2^-8 of |x W^T|.
+struct Verdict {
+  std::size_t bad = 0, first_bad = 0;
+  double worst_ratio = 0;  // max |err| / tolerance
+};
+Verdict compare(const std::vector<u16>& got, const Reference& ref, bool product_rounded = false) {
+  Verdict v;
+  for (std::size_t i = 0; i < ref.y.size(); ++i) {
+    const double g = to_f(got[i]);
+    const double tol = std::ldexp(std::fabs(ref.y[i]), -8) + std::ldexp(ref.magnitude[i], -14) +
+                       (product_rounded ? std::ldexp(std::fabs(ref.product[i]), -8) : 0.0);
+    const double e = std::fabs(g - ref.y[i]);
+    if (!(e <= tol)) {
+      if (v.bad++ == 0) v.first_bad = i;
+    }
+    if (!std::isnan(e)) v.worst_ratio = std::max(v.worst_ratio, e / tol);
+  }
+  return v;
+}
+
+std::string describe(const Verdict& v, const std::vector<u16>& got, const Reference& ref) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "max err/tol %.2f, %zu of %zu off", v.worst_ratio, v.bad, ref.y.size());
+  std::string s = buf;
+  if (v.bad) {
+    std::snprintf(buf, sizeof buf, ", first #%zu got %g want %g", v.first_bad, to_f(got[v.first_bad]),
+                  ref.y[v.first_bad]);
+    s += buf;
+  }
+  return s;
+}
+
+struct Shape {
+  int n, k;
+  std::vector<int> splits;
+};
+
+// Every row count, shape and split, with the residual off and on (aliased to the output, as the
+// engine calls it), results bit-identical across repeats (deterministic split-k).
+void test_small_m_kernel(bool quick) {
+  // k = 4160 is 130 steps of 32, not a multiple of the 4-step groups nor of any split; k = 96 is
+  // less than one group; n = 200, 130, 72 leave a partial tile of 128 output columns.
+  const std::vector<Shape> shapes = {
+      {200, 256, {1, 2, 3}}, {384, 1024, {1, 4, 8}}, {130, 4160, {1, 3, 16}}, {72, 96, {1, 2}}, {1000, 512, {2}}};
+  std::vector<int> row_counts = {1, 8, 9, 16, 17, 32, 33, 64};
+  if (quick) row_counts = {1, 9, 33, 64};
+  const int max_tiles = 64;
+  Dev<unsigned> counters(max_tiles);
+  CUDA_CHECK(cudaMemset(counters.p, 0, max_tiles * sizeof(unsigned)));
+  Dev<float> partials(static_cast<std::size_t>(16) * 64 * 1000);
+  SmallMWorkspace ws{counters.p, max_tiles, partials.p, partials.n};
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  for (const Shape& s : shapes) {
+    const auto w = random_bf16(static_cast<std::size_t>(s.n) * s.k);
+    Dev<u16> dw(w);
+    for (int rows : row_counts) {
+      const auto x = random_bf16(static_cast<std::size_t>(rows) * s.k);
+      const auto residual = random_bf16(static_cast<std::size_t>(rows) * s.n, 4.0f);
+      Dev<u16> dx(x);
+      // One guard row past the output: must come back still poisoned.
+      const std::size_t out_elems = static_cast<std::size_t>(rows) * s.n;
+      Dev<u16> dy(out_elems + s.n);
+      const Reference plain = reference(x, w, rows, s.n, s.k);
+      const Reference with_res = plus_residual(plain, residual);
+      for (int variant = 0; variant < kSmallMVariants; ++variant) {
+        for (int split : s.splits) {
+          for (bool accumulate : {false, true}) {
+            std::vector<u16> init(out_elems + s.n, kPoison);
+            if (accumulate) std::copy(residual.begin(), residual.end(), init.begin());
+            std::vector<u16> first;
+            bool deterministic = true, guard_ok = true, launched = true;
+            for (int rep = 0; rep < 2; ++rep) {
+              dy.upload(init);
+              launched = launch_small_m_gemm(dx.as<bf16>(), rows, dw.as<bf16>(), s.n, s.k, split,
+                                             accumulate ? dy.as<bf16>() : nullptr, dy.as<bf16>(), ws, stream, variant);
+              CUDA_CHECK(cudaGetLastError());
+              CUDA_CHECK(cudaStreamSynchronize(stream));
+              auto got = dy.download();
+              for (std::size_t i = out_elems; i < got.size(); ++i) guard_ok = guard_ok && got[i] == kPoison;
+              got.resize(out_elems);
+              if (rep == 0) {
+                first = got;
+              } else {
+                deterministic = got == first;
+              }
+            }
+            const Verdict v = compare(first, accumulate ? with_res : plain);
+            char name[160];
+            std::snprintf(name, sizeof name, "small_m v%d rows %2d n %4d k %4d split %2d->%-2d%s", variant, rows, s.n,
+                          s.k, split, small_m_gemm_effective_split(s.k, split), accumulate ? " +residual" : "");
+            std::string detail = launched ? describe(v, first, accumulate ? with_res : plain) : "refused the launch";
+            if (!deterministic) detail += "; repeats differ";
+            if (!guard_ok) detail += "; wrote past the output";
+            report(name, launched && v.bad == 0 && deterministic && guard_ok, detail);
+          }
+        }
+      }
+    }
+  }
+  const auto left = counters.download();
+  report("small_m split-k counters back at zero",
+         std::all_of(left.begin(), left.end(), [](unsigned c) { return c == 0; }), "");
+
+  // The checker itself: one output element off by a single BF16 step of a large value must fail.
+  {
+    const int rows = 16, n = 200, k = 256;
+    const auto w = random_bf16(static_cast<std::size_t>(n) * k), x = random_bf16(static_cast<std::size_t>(rows) * k);
+    Dev<u16> dw(w), dx(x), dy(static_cast<std::size_t>(rows) * n);
+    launch_small_m_gemm(dx.as<bf16>(), rows, dw.as<bf16>(), n, k, 1, nullptr, dy.as<bf16>(), ws, stream);
+    CUDA_CHECK(cudaGetLastError());
+    auto got = dy.download();
+    const Reference ref = reference(x, w, rows, n, k);
+    std::size_t big = 0;
+    for (std::size_t i = 0; i < ref.y.size(); ++i)
+      if (std::fabs(ref.y[i]) > std::fabs(ref.y[big])) big = i;
+    const bool clean = compare(got, ref).bad == 0;
+    got[big] = to_b(to_f(got[big]) * (1.0f + 1.0f / 32));  // 4 BF16 steps
+    const bool caught = compare(got, ref).bad == 1;
+    report("checker: passes the kernel, catches one element 4 BF16 steps off", clean && caught, "");
+  }
+
+  // Refusals: the launch says no, launches nothing.
+  {
+    Dev<u16> buf(static_cast<std::size_t>(128) * 1024 + 8);
+    const bf16* b = buf.as<bf16>();
+    SmallMWorkspace none;
+    struct Case {
+      const char* what;
+      const bf16* x;
+      int rows, n, k, split;
+      const SmallMWorkspace* ws;
+    };
+    const Case cases[] = {{"rows 65", b, 65, 64, 256, 1, &ws},
+                          {"rows 0", b, 0, 64, 256, 1, &ws},
+                          {"k 100", b, 16, 64, 100, 1, &ws},
+                          {"x not 16-byte aligned", b + 1, 16, 64, 256, 1, &ws},
+                          {"split 4 without a workspace", b, 16, 64, 1024, 4, &none},
+                          {"split 16 with partials too small", b, 64, 1024, 4096, 16, &ws}};
+    for (const Case& c : cases) {
+      const char* why = check_small_m_gemm(c.x, c.rows, b, c.n, c.k, c.split, *c.ws);
+      const bool launched =
+          launch_small_m_gemm(c.x, c.rows, b, c.n, c.k, c.split, nullptr, buf.as<bf16>(), *c.ws, stream);
+      report(std::string("small_m refuses ") + c.what, why != nullptr && !launched, why ? why : "accepted");
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// GemmRunner: tune at 9..64 rows on a decode-sized shape (where the small-m kernel should win),
+// then run() with and without the residual; whichever kernel tune chose must be right.
+void test_runner() {
+  const int n = 4096, k = 4096, layers = 3;
+  std::vector<std::vector<u16>> w;
+  std::vector<Dev<u16>*> dw;
+  std::vector<const void*> ptrs;
+  for (int l = 0; l < layers; ++l) {
+    w.push_back(random_bf16(static_cast<std::size_t>(n) * k));
+    dw.push_back(new Dev<u16>(w.back()));
+    ptrs.push_back(dw.back()->p);
+  }
+  const std::size_t ws_bytes = 32ull << 20;
+  Dev<char> workspace(ws_bytes);
+  GemmRunner runner(workspace.p, ws_bytes);
+  const int cls = runner.add_class("o", n, k, ptrs);
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  Dev<u16> scratch_x(random_bf16(static_cast<std::size_t>(64) * k));
+  Dev<u16> scratch_y(static_cast<std::size_t>(64) * n);
+  for (int rows : {9, 32, 33, 64}) {
+    std::string line;
+    {
+      const ProgrammaticLaunchPause plain;
+      line = runner.tune(cls, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), stream);
+    }
+    const auto x = random_bf16(static_cast<std::size_t>(rows) * k);
+    const auto residual = random_bf16(static_cast<std::size_t>(rows) * n, 4.0f);
+    Dev<u16> dx(x), dy(static_cast<std::size_t>(rows) * n);
+    const int layer = rows % layers;
+    const Reference plain = reference(x, w[layer], rows, n, k);
+    for (bool accumulate : {false, true}) {
+      dy.upload(accumulate ? residual : std::vector<u16>(dy.n, kPoison));
+      runner.run(cls, rows, dx.as<bf16>(), ptrs[layer], dy.as<bf16>(), accumulate, stream);
+      CUDA_CHECK(cudaGetLastError());
+      const auto got = dy.download();
+      const Reference ref = accumulate ? plus_residual(plain, residual) : plain;
+      // Only cuBLASLt gets the second rounding: the small-m kernel adds the residual in FP32.
+      const bool lt = runner.last_tune_times().chosen == "cublaslt";
+      const Verdict v = compare(got, ref, lt && accumulate);
+      char name[160];
+      std::snprintf(name, sizeof name, "runner rows %2d %s%s", rows, runner.last_tune_times().chosen.c_str(),
+                    accumulate ? " +residual" : "");
+      report(name, v.bad == 0, describe(v, got, ref));
+    }
+    std::printf("  tune: %s\n", line.c_str());
+  }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  for (auto* d : dw) delete d;
+}
+
+// ---------------------------------------------------------------------------------------------
+__global__ void fill_random_kernel(bf16* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint64_t h = seed + i * 0x9E3779B97F4A7C15ull;  // splitmix64
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    p[i] = __float2bfloat16_rn(static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f);
+  }
+}
+
+double copy_rate_gbs() {
+  const std::size_t bytes = 1ull << 30;
+  Dev<char> a(bytes), b(bytes);
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  float best = std::numeric_limits<float>::max();
+  for (int i = 0; i < 6; ++i) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i > 0) best = std::min(best, ms);
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  return 2.0 * bytes / (best * 1e-3) / 1e9;
+}
+
+// Per shape and row count: the small-m kernel (best split, best of rounds, each round one call on
+// each of several weight copies so W comes from HBM, not the 50 MB L2), cuBLASLt's best heuristic
+// candidate as GemmRunner::tune times it (same rotation), the W bytes at the copy rate, and what
+// tune chose. Plain launches (no PDL overlap between the timed calls), as the engine tunes.
+void bench() {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy_gbs = copy_rate_gbs();
+  std::printf("\n# bench on %s (%d SMs, L2 %d MB): D2D copy %.0f GB/s (cudaMemcpyAsync 1 GiB, read+write, best of 5)\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbs);
+  std::printf(
+      "# times are per call, best of rounds rotating through W copies (>= 400 MB in all); GB/s counts W bytes\n");
+  for (int v = 0; v < kSmallMVariants; ++v) {
+    std::printf("# variant %d = %s: blocks per SM at 8/16/32/64 rows %d/%d/%d/%d\n", v, small_m_variant_name(v),
+                small_m_gemm_blocks_per_sm(8, v), small_m_gemm_blocks_per_sm(16, v), small_m_gemm_blocks_per_sm(32, v),
+                small_m_gemm_blocks_per_sm(64, v));
+  }
+  std::printf("%-8s %5s %4s | %9s %3s %5s %7s | %9s %7s | %9s | %6s %6s | %-34s | %s\n", "shape", "out", "rows",
+              "small_us", "var", "split", "GB/s", "lt_us", "GB/s", "copy_us", "sm/cp", "lt/cp",
+              "best us per variant 0/1/2/3/4", "tune chose (skinny us at 8 rows)");
+  struct BenchShape {
+    const char* name;
+    int out, in;
+  };
+  const BenchShape shapes[] = {{"qkv", 6144, 4096},
+                               {"o", 4096, 4096},
+                               {"gate_up", 28672, 4096},
+                               {"down", 4096, 14336},
+                               {"lm_head", 128256, 4096}};
+  const ProgrammaticLaunchPause plain;
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  const std::size_t ws_bytes = 32ull << 20;  // the engine's GemmRunner workspace
+  Dev<char> workspace(ws_bytes);
+  for (const BenchShape& s : shapes) {
+    const std::size_t w_elems = static_cast<std::size_t>(s.out) * s.in;
+    const double w_bytes = 2.0 * static_cast<double>(w_elems);
+    const int copies = static_cast<int>(std::min<double>(8, std::max<double>(2, std::ceil(400e6 / w_bytes))));
+    Dev<u16> w(w_elems * copies), x(static_cast<std::size_t>(64) * s.in), y(static_cast<std::size_t>(64) * s.out);
+    fill_random_kernel<<<4096, 256, 0, stream>>>(w.as<bf16>(), w.n, 1);
+    fill_random_kernel<<<256, 256, 0, stream>>>(x.as<bf16>(), x.n, 2);
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<const void*> ptrs;
+    for (int c = 0; c < copies; ++c) ptrs.push_back(w.as<bf16>() + w_elems * c);
+    GemmRunner runner(workspace.p, ws_bytes);
+    const int cls = runner.add_class(s.name, s.out, s.in, ptrs);
+    // The runner's counters and partials, for the direct timing below (same launches tune makes).
+    SmallMWorkspace ws{reinterpret_cast<unsigned*>(workspace.p + ws_bytes - GemmRunner::kSmallMCounterBytes),
+                       static_cast<int>(GemmRunner::kSmallMCounterBytes / sizeof(unsigned)), workspace.as<float>(),
+                       (ws_bytes - GemmRunner::kSmallMCounterBytes) / sizeof(float)};
+    for (int rows : {8, 16, 32, 64}) {
+      const std::string line = runner.tune(cls, rows, x.as<bf16>(), y.as<bf16>(), stream);
+      const GemmRunner::TuneTimes t = runner.last_tune_times();
+      double best = std::numeric_limits<double>::max();
+      int best_split = 0, best_variant = 0;
+      std::string per_variant;
+      for (int variant = 0; variant < kSmallMVariants; ++variant) {
+        double best_v = std::numeric_limits<double>::max();
+        for (int split : kSmallMSplits) {
+          if (check_small_m_gemm(x.as<bf16>(), rows, w.as<bf16>(), s.out, s.in, split, ws) != nullptr) continue;
+          for (int c = 0; c < 2; ++c)
+            launch_small_m_gemm(x.as<bf16>(), rows, static_cast<const bf16*>(ptrs[c]), s.out, s.in, split, nullptr,
+                                y.as<bf16>(), ws, stream, variant);
+          for (int round = 0; round < 5; ++round) {
+            CUDA_CHECK(cudaEventRecord(e0, stream));
+            for (int c = 0; c < copies; ++c)
+              launch_small_m_gemm(x.as<bf16>(), rows, static_cast<const bf16*>(ptrs[c]), s.out, s.in, split, nullptr,
+                                  y.as<bf16>(), ws, stream, variant);
+            CUDA_CHECK(cudaEventRecord(e1, stream));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            CUDA_CHECK(cudaGetLastError());
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            const double us = ms * 1e3 / copies;
+            best_v = std::min(best_v, us);
+            if (us < best) {
+              best = us;
+              best_split = split;
+              best_variant = variant;
+            }
+          }
+        }
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%.1f", variant ? "/" : "", best_v);
+        per_variant += buf;
+      }
+      const double copy_us = w_bytes / (copy_gbs * 1e9) * 1e6;
+      char chose[96];
+      if (t.skinny_us > 0) {
+        std::snprintf(chose, sizeof chose, "%s (skinny %.1f)", t.chosen.c_str(), t.skinny_us);
+      } else if (t.small_m_us > 0) {
+        std::snprintf(chose, sizeof chose, "%s (small_m %.1f v%d split %d)", t.chosen.c_str(), t.small_m_us,
+                      t.small_m_variant, small_m_gemm_effective_split(s.in, t.small_m_split));
+      } else {
+        std::snprintf(chose, sizeof chose, "%s", t.chosen.c_str());
+      }
+      std::printf("%-8s %5d %4d | %9.1f %3d %5d %7.0f | %9.1f %7.0f | %9.1f | %6.2f %6.2f | %-34s | %s\n", s.name,
+                  s.out, rows, best, best_variant, small_m_gemm_effective_split(s.in, best_split),
+                  w_bytes / (best * 1e-6) / 1e9, t.cublaslt_us, w_bytes / (t.cublaslt_us * 1e-6) / 1e9, copy_us,
+                  copy_us / best, copy_us / t.cublaslt_us, per_variant.c_str(), chose);
+      std::fflush(stdout);
+    }
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// For Nsight Compute (`--profile`): the gate_up shape at 32 rows, each variant at split 1 twice,
+// then cuBLASLt's first heuristic candidate twice; inputs uploaded (no other kernels to filter).
+void profile() {
+  const int rows = 32, n = 28672, k = 4096;
+  const std::size_t w_elems = static_cast<std::size_t>(n) * k;
+  const auto chunk = random_bf16(std::size_t{1} << 22);
+  Dev<u16> w(w_elems), x(random_bf16(static_cast<std::size_t>(rows) * k)), y(static_cast<std::size_t>(rows) * n);
+  for (std::size_t at = 0; at < w_elems; at += chunk.size()) {
+    CUDA_CHECK(
+        cudaMemcpy(w.p + at, chunk.data(), std::min(chunk.size(), w_elems - at) * sizeof(u16), cudaMemcpyHostToDevice));
+  }
+  SmallMWorkspace none;
+  for (int variant = 0; variant < kSmallMVariants; ++variant) {
+    for (int rep = 0; rep < 2; ++rep)
+      launch_small_m_gemm(x.as<bf16>(), rows, w.as<bf16>(), n, k, 1, nullptr, y.as<bf16>(), none, nullptr, variant);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::printf("profiled variant %d (%s)\n", variant, small_m_variant_name(variant));
+  }
+  const std::size_t ws_bytes = 32ull << 20;
+  Dev<char> workspace(ws_bytes);
+  GemmRunner runner(workspace.p, ws_bytes);
+  const int cls = runner.add_class("gate_up", n, k, {w.p});
+  for (int rep = 0; rep < 2; ++rep) runner.run(cls, rows, x.as<bf16>(), w.p, y.as<bf16>(), false, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf("profiled cuBLASLt's first candidate\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
+  try {
+    // The engine launches these kernels with programmatic dependent launch where the GPU has it.
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    set_programmatic_launch(prop.major >= 9);
+    std::printf("programmatic dependent launch: %s\n", programmatic_launch() ? "on" : "off");
+    if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
+      const ProgrammaticLaunchPause plain;
+      profile();
+      return 0;
+    }
+    const bool kernel_only = argc > 1 && std::strcmp(argv[1], "--kernel-only") == 0;
+    test_small_m_kernel(kernel_only);
+    if (!kernel_only) test_runner();
+    std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
+    if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+  return failures ? 1 : 0;
+}
