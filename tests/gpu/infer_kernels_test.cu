@@ -561,6 +561,26 @@ void test_prefill_attention() {
   }
   const AttentionShape gqa8{8, 1, 128, 32};
   run_attention_case("prefill attention D 128 heads 8 kv 1 block 32", gqa8, b, false);
+  // Chunks of at most 64 queries take the 64-row kernel; longer ones the 128-row one, here with
+  // lengths and chunk offsets that are not multiples of 128 (the diagonal crossing 64-key tiles at
+  // several offsets), a GQA group of 7 and a block size that is not a power of two.
+  BatchHost shortq;
+  shortq.ctx = {200, 64, 1000, 1, 0};
+  shortq.q_len = {64, 1, 37, 1, 0};
+  shortq.q_start = {0, 70, 71, 110, 111};
+  for (const int D : {128, 64, 32}) {
+    const AttentionShape shape{8, 2, D, 16};
+    run_attention_case("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16 (q_len <= 64)", shape,
+                       shortq, false);
+  }
+  BatchHost longq;
+  longq.ctx = {1000, 259, 777, 129};
+  longq.q_len = {259, 259, 200, 127};
+  longq.q_start = {0, 262, 530, 740};
+  for (const int D : {128, 64, 32}) {
+    const AttentionShape shape{14, 2, D, 12};
+    run_attention_case("prefill attention D " + std::to_string(D) + " heads 14 kv 2 block 12", shape, longq, false);
+  }
 }
 
 void test_rope_store_kv() {
