@@ -274,6 +274,12 @@ bench::TrainStepOptions train_options(AppContext& ctx, const BenchFlags& f) {
   const workloads::ModelInfo& info =
       ctx.models().get(f.serve.model.empty() ? bench::kDefaultTrainModel : f.serve.model);
   o.model = infer::TransformerConfig::from_model(info);
+  if (o.model.qkv_bias) {
+    throw UsageError(
+        fmt::format("--model {}: the train-step benchmark does not implement QKV biases (serve does); "
+                    "give a model without them, e.g. {}",
+                    info.name, bench::kDefaultTrainModel));
+  }
   o.model_slug = bench::model_slug(info.name);
   if (t.given("train-layers")) {
     if (t.layers < 1 || t.layers > o.model.layers) {

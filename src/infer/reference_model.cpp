@@ -49,6 +49,7 @@ struct LayerWeights {
   Tensor mlp_norm;   // [hidden]
   Tensor w_gate_up;  // [2 ffn, hidden]: gate rows, then up rows
   Tensor w_down;     // [hidden, ffn]
+  Tensor qkv_bias;   // [q_dim + 2 kv_dim] when the model has QKV biases, else empty
 };
 
 // out[r] = table[tokens[r]].
@@ -102,6 +103,16 @@ void linear_add_residual(const Tensor& x, int in_features, const Tensor& w, int 
       float& out = residual[r * out_features + n];
       out = round_to_bf16(out + projected);
     }
+  }
+}
+
+// Adds the QKV bias to every row as the engine's RoPE kernel does: Q and K stay FP32 until their
+// rotation rounds them, V (columns from v_col) is rounded to BF16 on its way into the cache.
+void add_qkv_bias(Tensor& qkv, int stride, const Tensor& bias, int v_col) {
+  const std::size_t rows = qkv.size() / stride;
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* row = &qkv[r * stride];
+    for (int c = 0; c < stride; ++c) row[c] = c < v_col ? row[c] + bias[c] : round_to_bf16(row[c] + bias[c]);
   }
 }
 
@@ -280,6 +291,7 @@ ReferenceModel::ReferenceModel(TransformerConfig config, ReferenceOptions option
     w.wqkv = concat_rows(projection(WeightKind::wq, layer, c.q_dim(), c.hidden),
                          projection(WeightKind::wk, layer, c.kv_dim(), c.hidden),
                          projection(WeightKind::wv, layer, c.kv_dim(), c.hidden));
+    if (c.qkv_bias) w.qkv_bias = make_weight(seed, WeightKind::qkv_bias, layer, 1, c.qkv_dim());
     w.wo = projection(WeightKind::wo, layer, c.hidden, c.q_dim());
     w.mlp_norm = make_weight(seed, WeightKind::mlp_norm, layer, 1, c.hidden);
     w.w_gate_up = concat_rows(projection(WeightKind::w_gate, layer, c.ffn_hidden, c.hidden),
@@ -381,6 +393,7 @@ std::vector<std::int32_t> ReferenceModel::execute(const StepPlan& plan) {
     const LayerWeights& w = m.layers[static_cast<std::size_t>(l)];
     rmsnorm(residual, w.attn_norm, c.hidden, c.norm_eps, normed);
     linear(normed, c.hidden, w.wqkv, qkv_dim, qkv);
+    if (c.qkv_bias) add_qkv_bias(qkv, qkv_dim, w.qkv_bias, v_col);
     rope(qkv, qkv_dim, 0, c.heads, c.head_dim, positions, c.rope_theta);
     rope(qkv, qkv_dim, k_col, c.kv_heads, c.head_dim, positions, c.rope_theta);
     for (std::size_t i = 0; i < plan.chunks.size(); ++i) {

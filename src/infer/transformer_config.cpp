@@ -46,7 +46,6 @@ TransformerConfig TransformerConfig::from_model(const workloads::ModelInfo& mode
   if (arch.kind != ModelKind::decoder) missing.push_back({"encoder models", true});
   if (arch.is_moe()) missing.push_back({"mixture-of-experts MLPs", true});
   if (arch.is_mla()) missing.push_back({"multi-head latent attention (MLA)", false});
-  if (arch.bias.qkv) missing.push_back({"QKV biases", true});
   if (arch.bias.attn_out) missing.push_back({"attention output biases", true});
   if (arch.bias.mlp) missing.push_back({"MLP biases", true});
   if (arch.norm != NormType::rmsnorm) missing.push_back({"LayerNorm", false});
@@ -62,7 +61,7 @@ TransformerConfig TransformerConfig::from_model(const workloads::ModelInfo& mode
     const bool plural = missing.size() > 1 || missing.front().plural;
     throw UsageError(
         fmt::format("{}: {} {} not implemented by the gpuscout engine (it runs Llama-family decoders: RMSNorm, RoPE, "
-                    "grouped-query attention, gated SiLU MLP, no biases)",
+                    "grouped-query attention, gated SiLU MLP, no biases but QKV's)",
                     model.name, join_with_and(names), plural ? "are" : "is"));
   }
 
@@ -77,6 +76,7 @@ TransformerConfig TransformerConfig::from_model(const workloads::ModelInfo& mode
   c.vocab = to_int(arch.vocab, model.name, "vocab");
   c.rope_theta = arch.rope_theta.value_or(10000.0);
   c.tied_embeddings = arch.tied_embeddings;
+  c.qkv_bias = arch.bias.qkv;
   c.max_context = model.max_context;
   // Sliding-window attention (Mistral 7B v0.1) equals full causal attention up to the window: the
   // engine serves contexts up to the window.
@@ -119,7 +119,8 @@ std::int64_t TransformerConfig::weight_params() const {
   const std::int64_t h = hidden;
   const std::int64_t embedding = static_cast<std::int64_t>(vocab) * h;
   const std::int64_t norms = layers * 2 * h + h;
-  return embedding + projection_params() + norms + (tied_embeddings ? 0 : embedding);
+  const std::int64_t biases = qkv_bias ? static_cast<std::int64_t>(layers) * qkv_dim() : 0;
+  return embedding + projection_params() + norms + biases + (tied_embeddings ? 0 : embedding);
 }
 
 const char* to_string(WeightFormat format) {

@@ -4,6 +4,8 @@ gpuscout_cli_test(bench_train_unknown_model 2 --stdout-empty --stderr-contains "
                   -- bench --only train-step --model llama-9z)
 gpuscout_cli_test(bench_train_unsupported_model 2 --stdout-empty --stderr-contains "mixture-of-experts"
                   -- bench --only train-step --model mixtral-8x7b)
+gpuscout_cli_test(bench_train_qkv_bias_model 2 --stdout-empty --stderr-contains "does not implement QKV biases"
+                  -- bench --only train-step --model qwen2.5-7b)
 gpuscout_cli_test(bench_train_layers_zero 2 --stdout-empty --stderr-contains "--train-layers 0"
                   -- bench --only train-step --train-layers 0)
 gpuscout_cli_test(bench_train_layers_beyond_model 2 --stdout-empty --stderr-contains "--train-layers 33"

@@ -165,8 +165,9 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   fmt::print(
       "{}{} TP{} graphs {}: {} steps ({} graph replays), {} preemptions, {} rows compared, worst "
       "max|diff|/max|logit| {:.4f}, worst rel L2 {:.4f}, near-tie tokens {}, failures {} -> {}\n",
-      sc.name, fp8 ? " FP8" : "", gpus.size(), graphs ? "on" : "off", t.steps, t.graph_steps, preempted, t.compared,
-      t.worst_abs, t.worst_rel_l2, t.ties, t.failures, t.failures == 0 ? "PASS" : "FAIL");
+      sc.name, std::string(fp8 ? " FP8" : "") + (cfg.qkv_bias ? " QKV-bias" : ""), gpus.size(), graphs ? "on" : "off",
+      t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2, t.ties, t.failures,
+      t.failures == 0 ? "PASS" : "FAIL");
   return t.failures == 0 ? 0 : 1;
 }
 
@@ -499,6 +500,10 @@ int main(int argc, char** argv) {
       for (bool graphs : {true, false}) failures += run_scenario(tiny, gpus, graphs, mixed);
       failures += run_scenario(tiny, gpus, true, tight);
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
+      // Qwen2.5's QKV biases (added in the RoPE + KV-store kernel), at TP2 sharded with the heads.
+      gi::TransformerConfig biased = tiny;
+      biased.qkv_bias = true;
+      failures += run_scenario(biased, gpus, true, mixed);
     }
     if (devices >= 2) failures += fault_checks(tiny);
     if (devices < 2) std::puts("TP2: skipped (one GPU visible)");

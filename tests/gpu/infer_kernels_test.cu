@@ -583,7 +583,10 @@ void test_prefill_attention() {
   }
 }
 
-void test_rope_store_kv() {
+// with_bias: a QKV bias (Qwen2.5) added to Q and K before the rotation and to V on its way into
+// the cache; the buffer's V columns stay as they were.
+void test_rope_store_kv(bool with_bias) {
+  const std::string label = with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv";
   const AttentionShape shape{4, 2, 128, 16};
   const int rows = 6, D = shape.head_dim, stride = (shape.heads + 2 * shape.kv_heads) * D + 16;
   const int num_blocks = 8;
@@ -594,8 +597,11 @@ void test_rope_store_kv() {
   const std::size_t cache_elems = static_cast<std::size_t>(num_blocks) * shape.kv_heads * shape.block_size * D;
   Dev<u16> dqkv(qkv), dk(std::vector<u16>(cache_elems, kPoison)), dv(std::vector<u16>(cache_elems, kPoison));
   Dev<std::int32_t> dpos(positions), dslot(slots);
+  const int qkv_width = (shape.heads + 2 * shape.kv_heads) * D;
+  const auto bias = with_bias ? random_bf16(qkv_width, 4.0f) : std::vector<u16>(qkv_width, to_b(0.0f));
+  Dev<u16> dbias(bias);
   launch_rope_store_kv(dqkv.as<bf16>(), stride, dpos.p, dslot.p, rows, shape, theta, dk.as<bf16>(), dv.as<bf16>(),
-                       nullptr);
+                       nullptr, with_bias ? dbias.as<bf16>() : nullptr);
   const auto got = dqkv.download();
   const auto kc = dk.download();
   const auto vc = dv.download();
@@ -610,7 +616,8 @@ void test_rope_store_kv() {
         // The contract's FP32 angle: FP32 inv_freq times the FP32 position, then exact sin/cos.
         const float inv_freq = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / D));
         const double ang = static_cast<float>(positions[t]) * inv_freq;
-        const double a = to_f(row[h * D + i]), b = to_f(row[h * D + i + D / 2]);
+        const double a = static_cast<double>(to_f(row[h * D + i])) + to_f(bias[h * D + i]);
+        const double b = static_cast<double>(to_f(row[h * D + i + D / 2])) + to_f(bias[h * D + i + D / 2]);
         ref.push_back(a * std::cos(ang) - b * std::sin(ang));
         ref.push_back(b * std::cos(ang) + a * std::sin(ang));
         g.push_back(to_f(got[static_cast<std::size_t>(t) * stride + h * D + i]));
@@ -626,14 +633,14 @@ void test_rope_store_kv() {
       for (int d = 0; d < D; ++d) {
         const std::size_t c = ((static_cast<std::size_t>(block) * shape.kv_heads + h) * shape.block_size + off) * D + d;
         kref[c] = got[static_cast<std::size_t>(t) * stride + (shape.heads + h) * D + d];  // the rotated K, as stored
-        vref[c] = row[(shape.heads + shape.kv_heads + h) * D + d];
+        const int v_col = (shape.heads + shape.kv_heads + h) * D + d;
+        vref[c] = with_bias ? to_b(to_f(row[v_col]) + to_f(bias[v_col])) : row[v_col];
       }
   }
   // Same FP32 angle on both sides; sincosf is within 2 ulp even at 1.3e5 rad, so BF16 rounding
   // of the outputs dominates (check_close's 1e-2).
-  check_close("rope_store_kv: Q and K rotated (theta 5e5, pos to 131000)", g, ref);
-  report("rope_store_kv: K/V at their slots, slot -1 stores nothing, V unchanged", exact && kc == kref && vc == vref,
-         "");
+  check_close(label + ": Q and K rotated (theta 5e5, pos to 131000)", g, ref);
+  report(label + ": K/V at their slots, slot -1 stores nothing, V unchanged", exact && kc == kref && vc == vref, "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1028,7 +1035,8 @@ int main(int argc, char** argv) {
       test_rmsnorm();
       test_silu_mul();
       test_argmax();
-      test_rope_store_kv();
+      test_rope_store_kv(false);
+      test_rope_store_kv(true);
       test_skinny_gemm();
     }
     test_decode_attention();

@@ -83,6 +83,14 @@ std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed, 
     for (float& x : v) x = round_to_bf16(x);
     return v;
   };
+  // QKV bias over the fused [Q | K | V] columns from `offset`; Q and K stay FP32 until rotated.
+  auto add_bias = [&](std::vector<float>& x, int layer, int offset, bool round) {
+    if (!c.qkv_bias) return;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float sum = x[i] + w(WeightKind::qkv_bias, layer, 0, offset + static_cast<std::int64_t>(i), c.qkv_dim());
+      x[i] = round ? round_to_bf16(sum) : sum;
+    }
+  };
   auto rotate = [&](std::vector<float>& v, int heads, int pos) {
     const int d = c.head_dim, half = d / 2;
     for (int h = 0; h < heads; ++h) {
@@ -108,6 +116,9 @@ std::vector<float> naive_logits(const TransformerConfig& c, std::uint64_t seed, 
       q[t] = bf16(project(h, WeightKind::wq, l, c.q_dim()));
       k[t] = bf16(project(h, WeightKind::wk, l, c.kv_dim()));
       v[t] = bf16(project(h, WeightKind::wv, l, c.kv_dim()));
+      add_bias(q[t], l, 0, false);
+      add_bias(k[t], l, c.q_dim(), false);
+      add_bias(v[t], l, c.q_dim() + c.kv_dim(), true);
       rotate(q[t], c.heads, t);
       rotate(k[t], c.kv_heads, t);
     }
@@ -170,6 +181,19 @@ TEST(ReferenceModel, MatchesAPlainImplementationOfTheConventions) {
       EXPECT_EQ(v, round_to_bf16(v));
     }
   }
+}
+
+// Qwen2.5's QKV biases: the reference adds them where the plain implementation does, and they matter.
+TEST(ReferenceModel, QkvBiasesMatchThePlainImplementation) {
+  TransformerConfig c = TransformerConfig::tiny();
+  c.qkv_bias = true;
+  ReferenceModel model(c, small_options());
+  const auto prompt = prompt_of(5, 10);
+  model.execute(plan_of({chunk(5, 0, 0, prompt, {3, 7, 1}, true)}));
+  ASSERT_EQ(model.last_logits().size(), 1u);
+  EXPECT_LT(max_abs_difference(model.last_logits()[0], naive_logits(c, 1, prompt)), 1e-6f);
+  c.qkv_bias = false;
+  EXPECT_GT(max_abs_difference(model.last_logits()[0], naive_logits(c, 1, prompt)), 1e-2f);
 }
 
 TEST(ReferenceModel, Fp8WeightsMatchThePlainImplementationAndStayCloseToBf16) {

@@ -260,6 +260,7 @@ class RankPool {
 struct LayerWeights {
   bf16 *attn_norm = nullptr, *mlp_norm = nullptr;
   void *wqkv = nullptr, *wo = nullptr, *w_gate_up = nullptr, *w_down = nullptr;  // BF16 or E4M3 codes
+  bf16* qkv_bias = nullptr;  // [qkv_dim of this rank] when the model has QKV biases
   bf16 *k_cache = nullptr, *v_cache = nullptr;
 };
 
@@ -385,6 +386,7 @@ void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
     for (auto& l : r.layers) {
       l.attn_norm = c.take<bf16>(hidden);
       l.wqkv = projection(static_cast<std::size_t>(s.qkv_dim) * hidden);
+      if (cfg.qkv_bias) l.qkv_bias = c.take<bf16>(s.qkv_dim);
       l.wo = projection(static_cast<std::size_t>(hidden) * s.q_dim);
       l.mlp_norm = c.take<bf16>(hidden);
       l.w_gate_up = projection(2ull * s.ffn * hidden);
@@ -410,7 +412,7 @@ void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
                   std::int64_t col0, std::int64_t cols) {
     const bool projection = kind != WeightKind::embedding && kind != WeightKind::attn_norm &&
                             kind != WeightKind::mlp_norm && kind != WeightKind::final_norm &&
-                            kind != WeightKind::lm_head;
+                            kind != WeightKind::lm_head && kind != WeightKind::qkv_bias;
     if (fp8 && projection) {
       launch_init_weights_fp8(static_cast<std::uint8_t*>(dst), seed, kind, static_cast<std::uint32_t>(layer), in, row0,
                               rows, col0, cols, gi::fp8_weight_scale(in), st);
@@ -429,6 +431,16 @@ void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
          static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim, 0, hidden);
     init(at(l.wqkv, static_cast<std::size_t>(s.q_dim + s.kv_dim) * hidden), WeightKind::wv, i, hidden,
          static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim, 0, hidden);
+    if (cfg.qkv_bias) {
+      // This rank's Q, K and V columns of the full [Q | K | V] bias vector, in the shard's order.
+      const std::int64_t full = cfg.qkv_dim();
+      init(l.qkv_bias, WeightKind::qkv_bias, i, static_cast<int>(full), 0, 1,
+           static_cast<std::int64_t>(s.rank) * s.q_dim, s.q_dim);
+      init(l.qkv_bias + s.q_dim, WeightKind::qkv_bias, i, static_cast<int>(full), 0, 1,
+           cfg.q_dim() + static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim);
+      init(l.qkv_bias + s.q_dim + s.kv_dim, WeightKind::qkv_bias, i, static_cast<int>(full), 0, 1,
+           cfg.q_dim() + cfg.kv_dim() + static_cast<std::int64_t>(s.rank) * s.kv_dim, s.kv_dim);
+    }
     init(l.wo, WeightKind::wo, i, cfg.q_dim(), 0, hidden, static_cast<std::int64_t>(s.rank) * s.q_dim, s.q_dim);
     init(l.mlp_norm, WeightKind::mlp_norm, i, hidden, 0, 1, 0, hidden);
     init(l.w_gate_up, WeightKind::w_gate, i, hidden, static_cast<std::int64_t>(s.rank) * s.ffn, s.ffn, 0, hidden);
@@ -534,7 +546,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
     r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
     if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
-                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st);
+                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
     }
     if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim,

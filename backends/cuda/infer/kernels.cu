@@ -131,7 +131,7 @@ constexpr int kRopeHeadsPerBlock = 8;
 // (copied before the step's first kernel), so this overlaps the QKV GEMM's tail.
 __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions,
                                      const std::int32_t* slot_mapping, AttentionShape shape, float theta, bf16* k_cache,
-                                     bf16* v_cache) {
+                                     bf16* v_cache, const bf16* bias) {
   __shared__ float cos_t[kMaxHalfDim], sin_t[kMaxHalfDim];
   const int t = blockIdx.x;
   const int d = shape.head_dim;
@@ -158,8 +158,12 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
     const int i = p % half;
     const float s = sin_t[i], c = cos_t[i];
     bf16* h = row + head * d;
-    const float a = __bfloat162float(h[i]);
-    const float b = __bfloat162float(h[i + half]);
+    float a = __bfloat162float(h[i]);
+    float b = __bfloat162float(h[i + half]);
+    if (bias != nullptr) {
+      a += __bfloat162float(bias[head * d + i]);
+      b += __bfloat162float(bias[head * d + i + half]);
+    }
     const bf16 ra = __float2bfloat16_rn(a * c - b * s);
     const bf16 rb = __float2bfloat16_rn(b * c + a * s);
     h[i] = ra;
@@ -176,7 +180,9 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
   for (int e = blockIdx.y * blockDim.x + threadIdx.x; e < shape.kv_heads * d; e += gridDim.y * blockDim.x) {
     const int kvh = e / d;
     const int j = e - kvh * d;
-    v_cache[((block * shape.kv_heads + kvh) * shape.block_size + offset) * d + j] = v[e];
+    v_cache[((block * shape.kv_heads + kvh) * shape.block_size + offset) * d + j] =
+        bias == nullptr ? v[e]
+                        : __float2bfloat16_rn(__bfloat162float(v[e]) + __bfloat162float(bias[rotated_heads * d + e]));
   }
 }
 
@@ -559,11 +565,11 @@ void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, floa
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, const bf16* qkv_bias) {
   if (rows <= 0) return;
   const int groups = (shape.heads + shape.kv_heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
   launch_kernel(rope_store_kv_kernel, dim3(rows, groups), 256, 0, stream, qkv, qkv_stride, positions, slot_mapping,
-                shape, rope_theta, k_cache, v_cache);
+                shape, rope_theta, k_cache, v_cache, qkv_bias);
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {

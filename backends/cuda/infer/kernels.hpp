@@ -79,10 +79,13 @@ void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, i
 void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream);
 
 // Rotates Q and K of each token in place in the fused QKV buffer by its position, then stores the
-// rotated K and the V of token t at slot_mapping[t] of the layer's cache.
+// rotated K and the V of token t at slot_mapping[t] of the layer's cache. With `qkv_bias` (one BF16
+// value per QKV column of this rank, Qwen2.5) the bias is added first: to Q and K in FP32 before
+// the rotation rounds them, to V on its way into the cache (the buffer's V columns stay unbiased;
+// attention reads V from the cache only).
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream);
+                          cudaStream_t stream, const bf16* qkv_bias = nullptr);
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);

@@ -1,6 +1,7 @@
 #pragma once
 // The shape of a Llama-family decoder as the serving engine and its CPU reference run it: RMSNorm,
-// RoPE, grouped-query attention, SwiGLU MLP, untied or tied LM head. Built from a catalog model
+// RoPE, grouped-query attention (with or without QKV biases, Qwen2.5's), SwiGLU MLP, untied or
+// tied LM head. Built from a catalog model
 // (rejecting what the engine does not implement, with the reason) or the tiny test configuration.
 // C++17-clean: included by CUDA sources.
 #include <cstdint>
@@ -31,9 +32,11 @@ struct TransformerConfig {
   double rope_theta = 10000.0;  // plain RoPE; Llama 3.1's long-context rescaling changes values, not cost
   float norm_eps = 1e-5f;
   bool tied_embeddings = false;
+  bool qkv_bias = false;  // a bias added to Q, K and V after their projection (Qwen2 / Qwen2.5)
   std::int64_t max_context = 0;
 
-  // Throws UsageError naming the model and what the engine does not implement (MoE, MLA, biases,
+  // Throws UsageError naming the model and what the engine does not implement (MoE, MLA, biases
+  // other than QKV's,
   // LayerNorm, non-gated or non-SiLU MLP, encoder).
   static TransformerConfig from_model(const workloads::ModelInfo& model);
   // 2 layers, hidden 128, 4 query heads / 2 KV heads of 32, FFN 256, vocab 512: the configuration
@@ -43,7 +46,8 @@ struct TransformerConfig {
   int q_dim() const { return heads * head_dim; }
   int kv_dim() const { return kv_heads * head_dim; }
   int qkv_dim() const { return q_dim() + 2 * kv_dim(); }
-  // Parameters of the weights the engine holds (embedding, layers, final norm, LM head unless tied).
+  // Parameters of the weights the engine holds (embedding, layers with their QKV biases, final norm,
+  // LM head unless tied).
   std::int64_t weight_params() const;
   // Parameters of the projection matrices of all layers (what WeightFormat applies to).
   std::int64_t projection_params() const;

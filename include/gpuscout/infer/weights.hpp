@@ -34,6 +34,7 @@ enum class WeightKind : std::uint32_t {
   w_down = 9,
   final_norm = 10,
   lm_head = 11,
+  qkv_bias = 12,  // one vector per layer over the full [Q | K | V] output columns
 };
 
 GPUSCOUT_HD inline std::uint64_t splitmix64(std::uint64_t x) {
@@ -56,6 +57,7 @@ GPUSCOUT_HD inline float uniform_pm1(std::uint64_t stream, std::uint64_t index) 
 
 // Matrices: uniform with variance 1/in (scale sqrt(3/in)) so activations keep unit scale through
 // every projection. Embedding rows: uniform in [-1, 1). Norm weights: 1 + uniform in [-0.1, 0.1).
+// QKV biases: uniform in [-0.5, 0.5) (an exact halving, the same on both sides).
 // On the GPU each operation is rounded on its own (__fmul_rn, __fadd_rn): nvcc would otherwise fuse
 // 1 + 0.1 u into one FMA (rounded once) while the host rounds twice, and the bits would differ.
 GPUSCOUT_HD inline float weight_value(std::uint64_t stream, WeightKind kind, std::uint64_t index, int in_features) {
@@ -74,6 +76,8 @@ GPUSCOUT_HD inline float weight_value(std::uint64_t stream, WeightKind kind, std
     case WeightKind::mlp_norm:
     case WeightKind::final_norm:
       return norm;
+    case WeightKind::qkv_bias:
+      return 0.5f * u;
     default:
       return matrix;
   }
