@@ -51,7 +51,7 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
       workspace_(workspace),
       workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
   const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
-  small_m_enabled_ = small_m == nullptr || std::strcmp(small_m, "0") != 0;
+  small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
     small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));

@@ -57,8 +57,9 @@ class GemmRunner {
   // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=
   // kSmallMMaxRows) for this class and row count, keeps the fastest for later run() calls and says
   // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
-  // GPUSCOUT_SMALL_M_GEMM=0 in the environment (read at construction) leaves the small-m kernel out
-  // (an A/B of the engine with one binary).
+  // The small-m kernel is a candidate only with GPUSCOUT_SMALL_M_GEMM=1 in the environment (read at
+  // construction): on the H200 it lost to cuBLASLt at every shape (bench/NOTES.md, session 5) and
+  // timing its variants doubled the engine's start-up.
   std::string tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream);
 
   // The per-call times (us) the last tune() measured; < 0 where a kernel was not a candidate.
@@ -92,7 +93,7 @@ class GemmRunner {
   void* workspace_;
   std::size_t workspace_bytes_;  // cuBLASLt's part
   SmallMWorkspace small_m_ws_;
-  bool small_m_enabled_ = true;
+  bool small_m_enabled_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unordered_map<std::int64_t, std::unique_ptr<Plan>> plans_;
