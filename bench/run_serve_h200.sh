@@ -34,7 +34,7 @@ start=$(date +%s)
 echo "== serve cases: exit $? after $(($(date +%s) - start)) s"
 
 start=$(date +%s)
-PYTHONUNBUFFERED=1 python3 bench/serve_baseline_torch.py >"$OUT/torch_serve.jsonl" 2>"$logs/torch_serve.log"
+PYTHONUNBUFFERED=1 python3 bench/serve_baseline_torch.py --model "$model" >"$OUT/torch_serve.jsonl" 2>"$logs/torch_serve.log"
 echo "== PyTorch baseline: exit $? after $(($(date +%s) - start)) s"
 
 if [ "${FIND_PEAK:-1}" = 1 ]; then

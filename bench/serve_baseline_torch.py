@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The stronger PyTorch serving baseline that `gpuscout bench --only serve` is compared with.
 
-A Llama-family decoder written directly in PyTorch (no Hugging Face): cuBLAS GEMMs through
+A Llama-family decoder written directly in PyTorch (no Hugging Face; --model llama-3.1-8b, or
+qwen2.5-7b with its QKV biases in the fused QKV F.linear): cuBLAS GEMMs through
 F.linear (Q/K/V fused into one matrix, gate/up into another), F.rms_norm, RoPE from cached
 cos/sin tables, F.scaled_dot_product_attention (causal flash attention for the prompt; for a
 decode step, over the whole static KV cache under a position mask), greedy argmax. Random BF16
@@ -19,7 +20,8 @@ Prints JSON lines on stdout:
   {"case": "prefill", "tokens": T, "ms", "tflops", ...}   one T-token prompt, FLOPs counted as gpuscout does
 Times are medians of --repeats runs after one warm-up run (CUDA events).
 
-  python3 bench/serve_baseline_torch.py [--batches 1,8,32] [--isl 512] [--osl 128] [--prefill 8192]
+  python3 bench/serve_baseline_torch.py [--model llama-3.1-8b|qwen2.5-7b] [--batches 1,8,32] [--isl 512]
+                                        [--osl 128] [--prefill 8192]
 """
 import argparse
 import json
@@ -30,10 +32,13 @@ import sys
 import torch
 import torch.nn.functional as F
 
-# Llama-3.1-8B (data/models/llama-3.1-8b.toml).
+# Llama-3.1-8B (data/models/llama-3.1-8b.toml) and Qwen2.5-7B (data/models/qwen2.5-7b.toml: QKV
+# biases, 7 query heads per KV head).
 SHAPES = {
     "llama-3.1-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336, vocab=128256,
-                         rope_theta=500000.0, eps=1e-5),
+                         rope_theta=500000.0, eps=1e-5, qkv_bias=False),
+    "qwen2.5-7b": dict(layers=28, hidden=3584, heads=28, kv_heads=4, head_dim=128, ffn=18944, vocab=152064,
+                       rope_theta=1000000.0, eps=1e-6, qkv_bias=True),
 }
 
 
@@ -63,6 +68,9 @@ class Decoder:
                 gate_up=mat(2 * shape["ffn"], h),
                 down=mat(h, shape["ffn"]),
             ))
+            if shape["qkv_bias"]:
+                self.w[-1]["qkv_bias"] = torch.rand(self.q_dim + 2 * self.kv_dim, device=device, dtype=bf16,
+                                                    generator=g) - 0.5
         inv = 1.0 / (shape["rope_theta"] ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
         freqs = torch.outer(torch.arange(max_len, device=device, dtype=torch.float32), inv)
         emb = torch.cat([freqs, freqs], dim=-1)
@@ -101,7 +109,7 @@ class Decoder:
             cos, sin = self.cos.index_select(0, pos), self.sin.index_select(0, pos)
         for layer, (kc, vc) in zip(self.w, cache):
             y = F.rms_norm(x, (s["hidden"],), layer["attn_norm"], s["eps"])
-            qkv = F.linear(y, layer["qkv"])
+            qkv = F.linear(y, layer["qkv"], layer.get("qkv_bias"))
             q, k, v = qkv.split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
             q = self.rope(q.view(b, t, heads, hd).transpose(1, 2), cos, sin)
             k = self.rope(k.view(b, t, kvh, hd).transpose(1, 2), cos, sin)

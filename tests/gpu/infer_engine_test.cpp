@@ -504,6 +504,7 @@ int main(int argc, char** argv) {
       gi::TransformerConfig biased = tiny;
       biased.qkv_bias = true;
       failures += run_scenario(biased, gpus, true, mixed);
+      if (fp8_capable) failures += run_scenario(biased, gpus, true, mixed, true);
     }
     if (devices >= 2) failures += fault_checks(tiny);
     if (devices < 2) std::puts("TP2: skipped (one GPU visible)");
