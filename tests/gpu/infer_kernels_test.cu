@@ -5,6 +5,8 @@
 // the kernel forgot to write fails too.
 //   infer_kernels_test           run the checks; exit 0 passed, 1 failed, 77 no GPU (CTest: skipped)
 //   infer_kernels_test --bench   also time the kernels on Llama-3.1-8B shapes (CUDA events, median)
+//   infer_kernels_test --decode-only [--bench]   the decode attention checks only [and their timings
+//                                at 512..576 tokens for the Llama-3.1-8B and Qwen2.5-7B head shapes]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -722,82 +724,28 @@ struct LtGemm {
   }
 };
 
-void bench() {
+// Decode attention timings for one head shape: the automatic choice and each kernel (all_cases:
+// contexts up to 8k and 32k, else the engine benchmark's 512..576 steps only).
+void bench_decode_attention(const AttentionShape& shape, const char* name, bool all_cases) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("\n# bench on %s (%d SMs); CUDA events, median of 25 samples after warm-up\n", prop.name,
-              prop.multiProcessorCount);
-  // Copy bandwidth: D2D cudaMemcpy of 1 GiB, bytes read + written.
-  {
-    const std::size_t bytes = 1ull << 30;
-    Dev<unsigned char> a(bytes), b(bytes);
-    CUDA_CHECK(cudaMemset(a.p, 1, bytes));
-    const float ms = median_ms([&](int) { CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, 5);
-    std::printf("copy D2D 1 GiB: %.1f GB/s (read + write)\n", 2.0 * bytes / ms / 1e6);
-  }
-  std::printf("\n## skinny_gemm (y = x W^T, BF16): W bytes / time; copy = D2D cudaMemcpy of the W bytes (r+w)\n");
-  std::printf("(path tc: tensor cores, the automatic choice for 5-8 rows when k %% 32 == 0; cc: CUDA cores)\n");
-  std::printf("%-10s %6s %6s %4s %4s %10s %10s %10s %8s %12s %10s\n", "shape", "n", "k", "rows", "path", "us", "GB/s",
-              "copy GB/s", "vs copy", "cublasLt us", "vs Lt");
-  struct Shape {
-    const char* name;
-    int n, k;
-  };
-  const Shape shapes[] = {{"qkv", 6144, 4096},
-                          {"o", 4096, 4096},
-                          {"gate_up", 28672, 4096},
-                          {"down", 4096, 14336},
-                          {"lm_head", 128256, 4096}};
-  for (const auto& s : shapes) {
-    const std::size_t welems = static_cast<std::size_t>(s.n) * s.k, wbytes = welems * 2;
-    const int copies = copies_for(wbytes);
-    Dev<u16> w(welems * copies), x(static_cast<std::size_t>(8) * s.k), y(static_cast<std::size_t>(8) * s.n);
-    fill_random_device(w.p, w.n);
-    fill_random_device(x.p, x.n);
-    // The copy reference: the same bytes, read and written, rotating over the same buffer.
-    Dev<u16> dst(welems);
-    const float copy_ms = median_ms(
-        [&](int i) {
-          CUDA_CHECK(cudaMemcpyAsync(dst.p, w.p + (i % copies) * welems, wbytes / 2, cudaMemcpyDeviceToDevice));
-        },
-        10);
-    const double copy_gbps = wbytes / copy_ms / 1e6;  // wbytes/2 read + wbytes/2 written
-    for (const int rows : {1, 2, 4, 8}) {
-      LtGemm lt(rows, s.n, s.k);
-      float lt_ms = NAN;
-      if (lt.ok) lt_ms = median_ms([&](int i) { lt.run(w.p + (i % copies) * welems, x.p, y.p); }, 10);
-      for (const auto& choice : {std::pair{SkinnyPath::tensor_core, "tc"}, std::pair{SkinnyPath::cuda_core, "cc"}}) {
-        const SkinnyPath path = choice.first;
-        const char* path_name = choice.second;
-        const float ms = median_ms(
-            [&](int i) {
-              launch_skinny_gemm_path(path, x.as<bf16>(), rows, w.as<bf16>() + (i % copies) * welems, s.n, s.k, nullptr,
-                                      y.as<bf16>(), nullptr);
-            },
-            10);
-        const double gbps = wbytes / ms / 1e6;
-        std::printf("%-10s %6d %6d %4d %4s %10.2f %10.1f %10.1f %8.3f %12.2f %10.3f\n", s.name, s.n, s.k, rows,
-                    path_name, ms * 1e3, gbps, copy_gbps, gbps / copy_gbps, lt_ms * 1e3, lt_ms / ms);
-      }
-    }
-  }
-
-  std::printf("\n## decode attention (Llama-3.1-8B: 32 heads, 8 KV heads, D 128, block 16): K+V bytes / time\n");
+  std::printf("\n## decode attention (%s: %d heads, %d KV heads, D %d, block %d): K+V bytes / time\n", name,
+              shape.heads, shape.kv_heads, shape.head_dim, shape.block_size);
   std::printf(
       "(contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: the split kernel; "
       "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; GB/s at the choice)\n");
   std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
               "stream@2x", "stream@3x", "stream@4x", "GB/s", "MB read");
-  const AttentionShape shape{32, 8, 128, 16};
   struct DecodeCase {
     int batch, lo, hi;
   };
   std::vector<DecodeCase> cases;
   for (const int batch_size : {1, 8, 32}) {
     cases.push_back({batch_size, 512, 576});  // the engine benchmark's decode steps
+    if (!all_cases) continue;
     for (const int ctx : {512, 1024, 2048, 4096, 8192}) cases.push_back({batch_size, ctx, ctx});
   }
-  cases.push_back({1, 32768, 32768});
+  if (all_cases) cases.push_back({1, 32768, 32768});
   for (const DecodeCase& c : cases) {
     const int batch_size = c.batch;
     std::vector<std::int32_t> qs(batch_size), ql(batch_size, 1), cl(batch_size);
@@ -863,7 +811,72 @@ void bench() {
     }
     std::printf(" %8.1f %8.1f\n", bytes / default_ms / 1e6, bytes / 1e6);
   }
+}
 
+void bench() {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("\n# bench on %s (%d SMs); CUDA events, median of 25 samples after warm-up\n", prop.name,
+              prop.multiProcessorCount);
+  // Copy bandwidth: D2D cudaMemcpy of 1 GiB, bytes read + written.
+  {
+    const std::size_t bytes = 1ull << 30;
+    Dev<unsigned char> a(bytes), b(bytes);
+    CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+    const float ms = median_ms([&](int) { CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, 5);
+    std::printf("copy D2D 1 GiB: %.1f GB/s (read + write)\n", 2.0 * bytes / ms / 1e6);
+  }
+  std::printf("\n## skinny_gemm (y = x W^T, BF16): W bytes / time; copy = D2D cudaMemcpy of the W bytes (r+w)\n");
+  std::printf("(path tc: tensor cores, the automatic choice for 5-8 rows when k %% 32 == 0; cc: CUDA cores)\n");
+  std::printf("%-10s %6s %6s %4s %4s %10s %10s %10s %8s %12s %10s\n", "shape", "n", "k", "rows", "path", "us", "GB/s",
+              "copy GB/s", "vs copy", "cublasLt us", "vs Lt");
+  struct Shape {
+    const char* name;
+    int n, k;
+  };
+  const Shape shapes[] = {{"qkv", 6144, 4096},
+                          {"o", 4096, 4096},
+                          {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336},
+                          {"lm_head", 128256, 4096}};
+  for (const auto& s : shapes) {
+    const std::size_t welems = static_cast<std::size_t>(s.n) * s.k, wbytes = welems * 2;
+    const int copies = copies_for(wbytes);
+    Dev<u16> w(welems * copies), x(static_cast<std::size_t>(8) * s.k), y(static_cast<std::size_t>(8) * s.n);
+    fill_random_device(w.p, w.n);
+    fill_random_device(x.p, x.n);
+    // The copy reference: the same bytes, read and written, rotating over the same buffer.
+    Dev<u16> dst(welems);
+    const float copy_ms = median_ms(
+        [&](int i) {
+          CUDA_CHECK(cudaMemcpyAsync(dst.p, w.p + (i % copies) * welems, wbytes / 2, cudaMemcpyDeviceToDevice));
+        },
+        10);
+    const double copy_gbps = wbytes / copy_ms / 1e6;  // wbytes/2 read + wbytes/2 written
+    for (const int rows : {1, 2, 4, 8}) {
+      LtGemm lt(rows, s.n, s.k);
+      float lt_ms = NAN;
+      if (lt.ok) lt_ms = median_ms([&](int i) { lt.run(w.p + (i % copies) * welems, x.p, y.p); }, 10);
+      for (const auto& choice : {std::pair{SkinnyPath::tensor_core, "tc"}, std::pair{SkinnyPath::cuda_core, "cc"}}) {
+        const SkinnyPath path = choice.first;
+        const char* path_name = choice.second;
+        const float ms = median_ms(
+            [&](int i) {
+              launch_skinny_gemm_path(path, x.as<bf16>(), rows, w.as<bf16>() + (i % copies) * welems, s.n, s.k, nullptr,
+                                      y.as<bf16>(), nullptr);
+            },
+            10);
+        const double gbps = wbytes / ms / 1e6;
+        std::printf("%-10s %6d %6d %4d %4s %10.2f %10.1f %10.1f %8.3f %12.2f %10.3f\n", s.name, s.n, s.k, rows,
+                    path_name, ms * 1e3, gbps, copy_gbps, gbps / copy_gbps, lt_ms * 1e3, lt_ms / ms);
+      }
+    }
+  }
+
+  bench_decode_attention({32, 8, 128, 16}, "Llama-3.1-8B", true);
+  bench_decode_attention({28, 4, 128, 16}, "Qwen2.5-7B", false);
+
+  const AttentionShape shape{32, 8, 128, 16};
   std::printf("\n## prefill attention (32 heads, 8 KV heads, D 128, block 16, causal): 4 D pairs heads / time\n");
   std::printf("%8s %8s %10s %10s\n", "q_len", "context", "ms", "TFLOP/s");
   for (const auto& qc : std::vector<std::pair<int, int>>{{8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}}) {
@@ -1052,6 +1065,10 @@ int main(int argc, char** argv) {
     }
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
+    if (decode_only && argc > 2 && std::strcmp(argv[2], "--bench") == 0) {
+      bench_decode_attention({32, 8, 128, 16}, "Llama-3.1-8B", false);
+      bench_decode_attention({28, 4, 128, 16}, "Qwen2.5-7B", false);
+    }
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;
