@@ -14,9 +14,8 @@
 // products, shuffles and a per-thread online softmax) was instruction-bound at ~2.4 TB/s.
 //
 // split (fewer pairs: batch 1): flash-decoding, block per (split, KV head, sequence) over a grid
-// sized from max_context, the split's exact softmax with the scores in shared memory; the split of
-// a pair that finishes last merges them all (a counter per pair, as in the streaming kernel), so
-// there is no second kernel. Measured on the H200 (bench/NOTES.md), it stays ahead at batch 1 (Llama-3.1-8B: 8 pairs;
+// sized from max_context, the split's exact softmax with the scores in shared memory, then a merge
+// kernel. Measured on the H200 (bench/NOTES.md), it stays ahead at batch 1 (Llama-3.1-8B: 8 pairs;
 // kernel 9.3 against 12.0 us at 512 tokens, 20 against 38 us at 8k): the streaming kernel's merge
 // of many parts is a chain of dependent loads, while at batch 8 (64 pairs) and 32 the streaming
 // kernel is faster (engine step -0.2 and -0.55 ms, 4.0 against 3.3 TB/s at batch 32 and 8k).
@@ -454,26 +453,22 @@ int split_tokens(int num_seqs, int kv_heads, int max_context, int block_budget) 
   return tokens;
 }
 
-// The merge counters, one per (sequence, KV head), shared with the streaming kernel (zero before
-// and after every launch of either); then the partial results: per (sequence, head, split) the max
-// (log2 domain), the sum of exp2(s - max), and the D accumulators.
+// Partial results: per (sequence, head, split) the max (log2 domain), the sum of exp2(s - max),
+// and the D accumulators; after the streaming kernel's counters, which must stay zero.
 struct Workspace {
-  int* counters;   // [num_seqs * kv_heads]
   float* max_sum;  // [num_seqs, heads, splits, 2]
   float* acc;      // [num_seqs, heads, splits, D]
 };
 
 Workspace workspace_layout(void* base, int num_seqs, int heads, int splits) {
-  auto* counters = static_cast<int*>(base);
-  auto* f = reinterpret_cast<float*>(counters + kMaxPairs);
-  return Workspace{counters, f, f + static_cast<std::size_t>(num_seqs) * heads * splits * 2};
+  auto* f = reinterpret_cast<float*>(static_cast<int*>(base) + kMaxPairs);
+  return Workspace{f, f + static_cast<std::size_t>(num_seqs) * heads * splits * 2};
 }
 
 template <int D, int G>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
-                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2, bf16* out,
-                        int out_stride) {
+                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2) {
   constexpr int kTpt = D / 8;  // threads per token row (one 16-byte vector each)
   constexpr int kTokensPerStep = kThreads / kTpt;
   constexpr int kUnroll = 8;  // rows in flight per thread
@@ -491,11 +486,6 @@ __global__ void __launch_bounds__(kThreads)
   if (start >= ctx) {  // every block waits (kernel_util.cuh), even one with nothing to do
     pdl_wait();
     pdl_trigger();
-    // A padding sequence with a query row gets a deterministic row of zeros (split 0 writes it).
-    if (split == 0 && batch.q_len[seq] > 0) {
-      bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + kvh * G * D;
-      for (int e = threadIdx.x; e < G * D; e += kThreads) dst[e] = __float2bfloat16_rn(0.0f);
-    }
     return;
   }
   const int n = min(split_tokens, ctx - start);
@@ -639,36 +629,42 @@ __global__ void __launch_bounds__(kThreads)
       ws.max_sum[part * 2 + 1] = row_sum[g];
     }
   }
+}
 
-  // The split that finishes last merges the pair's splits: their maxima, then the weighted sums
-  // (read 8 splits at a time; L2 reads, since other SMs wrote them).
-  __shared__ bool merging;
+// One block per (head, sequence), one thread per output element d. The splits' maxima are reduced
+// by all threads at once, and the accumulators are read 8 splits at a time, so a long context
+// (up to 512 splits of 64 tokens) does not become a chain of dependent loads.
+__global__ void decode_merge_kernel(AttentionBatch batch, AttentionShape shape, Workspace ws, int splits,
+                                    int split_tokens, bf16* out, int out_stride) {
+  __shared__ float partial[128 / 32];
+  pdl_wait();
+  pdl_trigger();
+  const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
+  const int D = shape.head_dim;
+  if (batch.q_len[seq] <= 0) return;  // no query row
+  bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + h * D + d;
+  const int ctx = batch.context_len[seq];
+  if (ctx <= 0) {  // padding: a deterministic row
+    *dst = __float2bfloat16_rn(0.0f);
+    return;
+  }
   const int used = (ctx + split_tokens - 1) / split_tokens;
-  __threadfence();  // this split's partials are visible before the counter says so
+  const std::int64_t part0 = (static_cast<std::int64_t>(seq) * shape.heads + h) * splits;
+  float m = -INFINITY;
+  for (int s = d; s < used; s += D) m = fmaxf(m, ws.max_sum[(part0 + s) * 2]);
+  m = warp_max(m);
+  if (d % 32 == 0) partial[d / 32] = m;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    const int pair = seq * shape.kv_heads + kvh;
-    merging = atomicAdd(&ws.counters[pair], 1) == used - 1;
-    if (merging) ws.counters[pair] = 0;  // the last one: every other split has been counted
-  }
-  __syncthreads();
-  if (!merging) return;
-  __threadfence();
-  bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + head0 * D;
-  for (int e = threadIdx.x; e < G * D; e += kThreads) {
-    const int g = e / D, d = e - g * D;
-    const std::int64_t part0 = (static_cast<std::int64_t>(seq) * shape.heads + head0 + g) * splits;
-    float m = -INFINITY;
-    for (int s = 0; s < used; ++s) m = fmaxf(m, __ldcg(&ws.max_sum[(part0 + s) * 2]));
-    float l = 0.0f, o = 0.0f;
+  m = partial[0];
+  for (int w = 1; w < D / 32; ++w) m = fmaxf(m, partial[w]);
+  float l = 0.0f, o = 0.0f;
 #pragma unroll 8
-    for (int s = 0; s < used; ++s) {
-      const float w = exp2f(__ldcg(&ws.max_sum[(part0 + s) * 2]) - m);
-      l = fmaf(w, __ldcg(&ws.max_sum[(part0 + s) * 2 + 1]), l);
-      o = fmaf(w, __ldcg(&ws.acc[(part0 + s) * D + d]), o);
-    }
-    dst[e] = __float2bfloat16_rn(o / l);
+  for (int s = 0; s < used; ++s) {
+    const float w = exp2f(ws.max_sum[(part0 + s) * 2] - m);
+    l += w * ws.max_sum[(part0 + s) * 2 + 1];
+    o += w * ws.acc[(part0 + s) * D + d];
   }
+  *dst = __float2bfloat16_rn(o / l);
 }
 
 }  // namespace split
@@ -729,9 +725,6 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
                                    const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                                    int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
-  if (batch.num_seqs * shape.kv_heads > kMaxPairs) {
-    throw std::invalid_argument("decode attention: more than 16384 (sequence, KV head) pairs");
-  }
   using namespace split;
   const int tokens = split_tokens(batch.num_seqs, shape.kv_heads, batch.max_context, kDecodeBlockBudget);
   const int splits = ceil_div(std::max(batch.max_context, 1), tokens);
@@ -741,9 +734,11 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     dispatch_int<1, kMaxGroup>(shape.heads / shape.kv_heads, [&](auto g) {
       launch_kernel(decode_split_kernel<decltype(d)::value, decltype(g)::value>, grid, kThreads, 0, stream, q, q_stride,
-                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2, out, out_stride);
+                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2);
     });
   });
+  launch_kernel(decode_merge_kernel, dim3(shape.heads, batch.num_seqs), shape.head_dim, 0, stream, batch, shape, ws,
+                splits, tokens, out, out_stride);
 }
 
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,

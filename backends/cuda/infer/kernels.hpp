@@ -94,8 +94,7 @@ void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStre
 // head) pairs, which the host knows (graph capture keeps the choice): from 64 pairs a fixed grid
 // (the SMs times the blocks resident per SM) shares the K/V tiles of all pairs evenly between its
 // blocks, a pair spread over several blocks being merged by the last of them; below, flash-decoding
-// splits sized from max_context, merged by the last split of each pair. `workspace`:
-// decode_attention_workspace_bytes()
+// splits sized from max_context and a merge kernel. `workspace`: decode_attention_workspace_bytes()
 // (enough for any smaller batch or max_context), zero-filled once before the first launch; each
 // launch leaves the merge counters in it at zero.
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
