@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_test_util.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/infer/weights.hpp"
 #include "kernel_variants.hpp"
@@ -27,56 +28,7 @@ namespace {
 
 namespace gi = gpuscout::infer;
 using namespace gpuscout::cuda::infer;
-using u16 = std::uint16_t;
-
-std::mt19937_64 rng(20261130);
-int failures = 0;
-
-float to_f(u16 b) {
-  return gi::bf16_bits_to_float(b);
-}
-u16 to_b(float f) {
-  return gi::float_to_bf16_bits(f);
-}
-constexpr u16 kPoison = 0x7FC1;  // a NaN: any element left unwritten fails the comparison
-
-std::vector<u16> random_bf16(std::size_t n, float scale = 1.0f) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<u16> v(n);
-  for (auto& x : v) x = to_b(u(rng));
-  return v;
-}
-
-// Device buffer of T, filled from / copied back to host vectors.
-template <typename T>
-struct Dev {
-  T* p = nullptr;
-  std::size_t n = 0;
-  Dev() = default;
-  explicit Dev(std::size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T))); }
-  explicit Dev(const std::vector<T>& v) : Dev(v.size()) { upload(v); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  ~Dev() { CUDA_CHECK_NOTHROW(cudaFree(p)); }
-  void upload(const std::vector<T>& v) {
-    CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> v(n);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-  }
-  template <typename U = T>
-  U* as() const {
-    return reinterpret_cast<U*>(p);
-  }
-};
-
-void report(const std::string& name, bool ok, const std::string& detail) {
-  std::printf("%-58s %s  %s\n", name.c_str(), ok ? "ok  " : "FAIL", detail.c_str());
-  if (!ok) ++failures;
-}
+using namespace gpuscout::cuda::test;
 
 // BF16 outputs against a reference computed in double. BF16 keeps 8 significant bits (relative
 // rounding step 2^-8 = 3.9e-3, half of it per rounding); FP32 accumulation in another order adds
