@@ -18,7 +18,12 @@ TrainStepFlops train_step_flops(const TrainShape& s) {
   return f;
 }
 
-TrainStepMemory train_step_memory(const TrainShape& s) {
+const char* to_string(TrainAttention attention) {
+  return attention == TrainAttention::flash ? "flash" : "materialized";
+}
+
+TrainStepMemory train_step_memory(const TrainShape& s, TrainAttention attention) {
+  const bool flash = attention == TrainAttention::flash;
   const auto& m = s.model;
   constexpr std::int64_t bf16 = 2, fp32 = 4;
   const std::int64_t t = s.tokens(), h = m.hidden, L = s.layers, seq = s.seq;
@@ -30,16 +35,19 @@ TrainStepMemory train_step_memory(const TrainShape& s) {
   // Per layer: both norm outputs, QKV after RoPE, attention output, the residual after attention,
   // gate/up, the SwiGLU product and the layer's output (the next layer's input; layer 0's is `io`).
   const std::int64_t per_layer = t * (4 * h + m.qkv_dim() + m.q_dim() + 3 * std::int64_t{m.ffn_hidden});
-  mem.probabilities = L * s.micro_batch * m.heads * square * bf16;
-  mem.activations = L * per_layer * bf16 + mem.probabilities;
-  // Attention runs one (sequence, query head of each KV group) slice at a time: FP32 scores / dP and
-  // BF16 dS of kv_heads heads; row sums of dO * O for all heads; the input gradients of one layer.
-  const std::int64_t slice = m.kv_heads * square;
+  const std::int64_t rows_of_heads = s.micro_batch * m.heads * seq;  // one per (sequence, head, row)
+  mem.probabilities = flash ? 0 : L * s.micro_batch * m.heads * square * bf16;
+  mem.softmax_lse = flash ? L * rows_of_heads * fp32 : 0;
+  mem.activations = L * per_layer * bf16 + mem.probabilities + mem.softmax_lse;
+  // Materialized attention runs one (sequence, query head of each KV group) slice at a time: FP32
+  // scores / dP and BF16 dS of kv_heads heads (flash: none). Both: row sums of dO * O for all heads;
+  // the input gradients of one layer.
+  const std::int64_t slice = flash ? 0 : m.kv_heads * square;
   const std::int64_t gradients_of_inputs = t * (3 * std::int64_t{m.ffn_hidden} + h + m.q_dim() + m.qkv_dim() +
                                                 2 * h);  // dact, dgate_up, dn, dattn, dqkv, dy/dx
   // + each row's 1/rms (norm backward) and the loss.
-  mem.scratch = slice * (fp32 + bf16) + s.micro_batch * m.heads * seq * fp32 + gradients_of_inputs * bf16 +
-                kTrainGemmWorkspaceBytes + t * fp32 + fp32;
+  mem.scratch = slice * (fp32 + bf16) + rows_of_heads * fp32 + gradients_of_inputs * bf16 + kTrainGemmWorkspaceBytes +
+                t * fp32 + fp32;
   mem.io = 2 * t * h * bf16;
   return mem;
 }

@@ -2,7 +2,10 @@
 // loss, output and the gradient of every weight and of the input, within the tolerances stated in
 // train_check.hpp (gradients: relative L2 error <= 3%); then the same in FP8 mode (E4M3/E5M2 linear
 // GEMMs, gradients <= 24%, derived there from the formats' mantissa bits) on compute capability
-// 8.9+. Exit 77 without a GPU.
+// 8.9+. Attention is the default flash kernels (train_attention.hpp) in every case; the BF16 cases
+// run once more with the materialized attention (the A/B alternative). A third shape (head_dim 128,
+// sequence 200) reaches the flash kernels' partial last tiles: 200 = 3 x 64 + 8 queries and keys in
+// the backward, 128 + 72 queries in the forward. Exit 77 without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -12,13 +15,16 @@
 
 namespace {
 
+using gpuscout::cuda::train::TrainAttention;
 using gpuscout::cuda::train::TrainPrecision;
 using gpuscout::train::TrainShape;
 
-bool run_case(const char* name, const TrainShape& s, TrainPrecision precision) {
-  std::printf("%s: %d layers, hidden %d, %d/%d heads of %d, FFN %d, %d x %d tokens\n", name, s.layers, s.model.hidden,
-              s.model.heads, s.model.kv_heads, s.model.head_dim, s.model.ffn_hidden, s.micro_batch, s.seq);
-  const auto result = gpuscout::cuda::train::check_train_step(s, precision);
+bool run_case(const char* name, const TrainShape& s, TrainPrecision precision,
+              TrainAttention attention = TrainAttention::flash) {
+  std::printf("%s (%s attention): %d layers, hidden %d, %d/%d heads of %d, FFN %d, %d x %d tokens\n", name,
+              gpuscout::train::to_string(attention), s.layers, s.model.hidden, s.model.heads, s.model.kv_heads,
+              s.model.head_dim, s.model.ffn_hidden, s.micro_batch, s.seq);
+  const auto result = gpuscout::cuda::train::check_train_step(s, precision, attention);
   std::printf("  loss: GPU %.6f, CPU %.6f; allocation %s train_step_memory\n", result.gpu_loss, result.cpu_loss,
               result.allocation_matches ? "matches" : "DIFFERS FROM");
   for (const auto& c : result.checks) {
@@ -47,6 +53,16 @@ int main() {
     wide.layers = 1;
     wide.micro_batch = 1;
     wide.seq = 96;
+    // Two query heads per KV head of 128, two sequences of 200.
+    TrainShape long_heads = tiny;
+    long_heads.model.hidden = 512;
+    long_heads.model.heads = 4;
+    long_heads.model.kv_heads = 2;
+    long_heads.model.head_dim = 128;
+    long_heads.model.ffn_hidden = 512;
+    long_heads.layers = 1;
+    long_heads.micro_batch = 2;
+    long_heads.seq = 200;
     bool ok = true;
     for (const TrainPrecision p : {TrainPrecision::bf16, TrainPrecision::fp8}) {
       const bool fp8 = p == TrainPrecision::fp8;
@@ -59,6 +75,11 @@ int main() {
       }
       ok = run_case(fp8 ? "tiny fp8" : "tiny", tiny, p) && ok;
       ok = run_case(fp8 ? "gqa-4:1 fp8" : "gqa-4:1", wide, p) && ok;
+      if (!fp8) {
+        ok = run_case("d128-s200", long_heads, p) && ok;
+        ok = run_case("tiny", tiny, p, TrainAttention::materialized) && ok;
+        ok = run_case("gqa-4:1", wide, p, TrainAttention::materialized) && ok;
+      }
     }
     std::puts(ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;

@@ -144,10 +144,8 @@ TEST(TrainCost, FullSquareMatchesMegatronFormula) {
   EXPECT_NEAR(train_step_flops(s).step_executed(), megatron, 1e-9 * megatron);
 }
 
-// Llama-3.1-8B, 4 layers, 4 x 4096 tokens: the BF16 softmax probabilities alone are 4 layers x 4
-// sequences x 32 heads x 4096^2 x 2 bytes = 16 GiB, and every stored [tokens, width] tensor is
-// tokens x width x 2 bytes.
-TEST(TrainCost, MemoryMatchesHandCount) {
+// Llama-3.1-8B's layer shape, 4 layers, 4 x 4096 tokens.
+TrainShape llama_8b_4_layers_4x4096() {
   TrainShape s;
   s.model = infer::TransformerConfig::tiny();
   s.model.hidden = 4096;
@@ -158,8 +156,17 @@ TEST(TrainCost, MemoryMatchesHandCount) {
   s.layers = 4;
   s.micro_batch = 4;
   s.seq = 4096;
-  const TrainStepMemory m = train_step_memory(s);
+  return s;
+}
+
+// Llama-3.1-8B, 4 layers, 4 x 4096 tokens: the BF16 softmax probabilities alone are 4 layers x 4
+// sequences x 32 heads x 4096^2 x 2 bytes = 16 GiB, and every stored [tokens, width] tensor is
+// tokens x width x 2 bytes.
+TEST(TrainCost, MemoryMatchesHandCount) {
+  const TrainShape s = llama_8b_4_layers_4x4096();
+  const TrainStepMemory m = train_step_memory(s, TrainAttention::materialized);
   EXPECT_EQ(m.probabilities, std::int64_t{16} << 30);
+  EXPECT_EQ(m.softmax_lse, 0);
   const std::int64_t t = 16384;
   // output, n1, x2, n2 (4 x 4096) + QKV 6144 + attention 4096 + gate/up and act 3 x 14336 = 69632 wide.
   EXPECT_EQ(m.activations - m.probabilities, 4 * t * 69632 * 2);
@@ -167,6 +174,27 @@ TEST(TrainCost, MemoryMatchesHandCount) {
   EXPECT_EQ(m.io, 2 * t * 4096 * 2);
   EXPECT_GT(m.total(), std::int64_t{28} << 30);  // about 31 GiB: fits an 80 GB GPU
   EXPECT_LT(m.total(), std::int64_t{36} << 30);
+}
+
+// The same shape with flash attention: no probabilities and no S x S scratch (FP32 scores and dP of
+// 8 KV heads, 8 x 4096^2 x 4 bytes, and BF16 dS, 8 x 4096^2 x 2 bytes = 768 MiB), but one FP32
+// log-sum-exp per layer, sequence, head and row: 4 x 4 x 32 x 4096 x 4 bytes = 8 MiB. Flash is the
+// default.
+TEST(TrainCost, FlashMemoryKeepsOnlyTheLogSumExp) {
+  const TrainShape s = llama_8b_4_layers_4x4096();
+  const TrainStepMemory flash = train_step_memory(s, TrainAttention::flash);
+  const TrainStepMemory materialized = train_step_memory(s, TrainAttention::materialized);
+  EXPECT_EQ(train_step_memory(s).total(), flash.total());
+  EXPECT_EQ(flash.probabilities, 0);
+  EXPECT_EQ(flash.softmax_lse, std::int64_t{8} << 20);
+  EXPECT_EQ(flash.activations, materialized.activations - materialized.probabilities + (std::int64_t{8} << 20));
+  EXPECT_EQ(materialized.scratch - flash.scratch, std::int64_t{768} << 20);
+  EXPECT_EQ(flash.weights, materialized.weights);
+  EXPECT_EQ(flash.gradients, materialized.gradients);
+  EXPECT_EQ(flash.io, materialized.io);
+  EXPECT_LT(flash.total(), std::int64_t{16} << 30);  // 14.0 GiB against 30.8
+  EXPECT_STREQ(to_string(TrainAttention::flash), "flash");
+  EXPECT_STREQ(to_string(TrainAttention::materialized), "materialized");
 }
 
 }  // namespace

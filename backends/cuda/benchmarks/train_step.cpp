@@ -115,7 +115,9 @@ void verify_case(const BenchEnv& env, std::vector<Record>& out) {
                           {"micro_batch", s.micro_batch},
                           {"seq", s.seq},
                           {"reference", "FP64 CPU forward + backward (train_reference.cpp)"}});
-  const ct::TrainCheck check = ct::check_train_step(s, precision(env));
+  const ct::TrainAttention attention = ct::default_train_attention();
+  r.params["attention"] = core::to_string(attention);
+  const ct::TrainCheck check = ct::check_train_step(s, precision(env), attention);
   nlohmann::ordered_json errors = nlohmann::ordered_json::object();
   for (const auto& c : check.checks) errors[c.what] = {{"relative_error", c.error}, {"tolerance", c.tolerance}};
   r.extra["checks"] = errors;
@@ -207,13 +209,13 @@ std::optional<double> gemm_case(const BenchEnv& env, std::vector<Record>& out) {
 
 // The largest layer count of `s` whose step fits `free_bytes`, 0 when not even one does.
 // Device bytes of the step: train_step_memory plus, in FP8 mode, the codes and scales.
-std::int64_t step_bytes(const core::TrainShape& s, bool fp8) {
-  return core::train_step_memory(s).total() + (fp8 ? ct::fp8_buffer_bytes(s) : 0);
+std::int64_t step_bytes(const core::TrainShape& s, bool fp8, ct::TrainAttention attention) {
+  return core::train_step_memory(s, attention).total() + (fp8 ? ct::fp8_buffer_bytes(s) : 0);
 }
 
-int layers_that_fit(core::TrainShape s, bool fp8, std::size_t free_bytes) {
+int layers_that_fit(core::TrainShape s, bool fp8, ct::TrainAttention attention, std::size_t free_bytes) {
   for (; s.layers > 0; --s.layers) {
-    if (static_cast<std::size_t>(step_bytes(s, fp8)) + kMemoryReserve <= free_bytes) return s.layers;
+    if (static_cast<std::size_t>(step_bytes(s, fp8, attention)) + kMemoryReserve <= free_bytes) return s.layers;
   }
   return 0;
 }
@@ -229,7 +231,9 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
   s.micro_batch = micro_batch;
   s.seq = seq;
   const core::TrainStepFlops flops = core::train_step_flops(s);
-  const core::TrainStepMemory mem = core::train_step_memory(s);
+  const ct::TrainAttention attention = ct::default_train_attention();
+  const bool flash = attention == ct::TrainAttention::flash;
+  const core::TrainStepMemory mem = core::train_step_memory(s, attention);
   Record r = make_record(
       env, key,
       {{"model", o.model.name},
@@ -242,18 +246,23 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
         "3 x forward; forward = 2 x tokens x matrix params (QKV, O, gate/up, down) x layers + causal attention "
         "4 x heads x head_dim x S(S+1)/2 per sequence and layer (QK^T and PV, lower triangle only)"},
        {"executed_flops_per_step", flops.step_executed()},
-       {"attention",
-        "materialized scores: strided-batched cuBLASLt GEMMs over the full S x S square (twice the causal FLOPs), "
-        "FP32 scores, BF16 softmax probabilities kept for backward"},
+       {"attention", core::to_string(attention)},
+       {"attention_detail",
+        flash ? "flash attention (train_attention.cu): fused causal forward keeping each row's FP32 log-sum-exp, "
+                "backward recomputing P per 64 x 64 tile (dK/dV kernel per key tile, dQ kernel per query tile, no "
+                "atomics); executed_flops_per_step counts the materialized square"
+              : "materialized scores: strided-batched cuBLASLt GEMMs over the full S x S square (twice the causal "
+                "FLOPs), FP32 scores, BF16 softmax probabilities kept for backward"},
        {"memory_bytes",
         {{"weights", mem.weights},
          {"gradients", mem.gradients},
          {"activations", mem.activations},
          {"softmax_probabilities", mem.probabilities},
+         {"softmax_lse", mem.softmax_lse},
          {"scratch", mem.scratch},
          {"input_and_loss_projection", mem.io},
          {"total", mem.total()}}}});
-  const std::int64_t needed = step_bytes(s, o.fp8);
+  const std::int64_t needed = step_bytes(s, o.fp8, attention);
   if (o.fp8) {
     r.params["memory_bytes"]["fp8_codes_and_scales"] = ct::fp8_buffer_bytes(s);
     r.params["memory_bytes"]["total"] = needed;
@@ -261,7 +270,7 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
   std::size_t free_bytes = 0, total_bytes = 0;
   GPUSCOUT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (static_cast<std::size_t>(needed) + kMemoryReserve > free_bytes) {
-    const int fit = layers_that_fit(s, o.fp8, free_bytes);
+    const int fit = layers_that_fit(s, o.fp8, attention, free_bytes);
     return skip(env, out, std::move(r), Outcome::skipped,
                 fmt::format("does not fit: needs {:.1f} GiB ({:.1f} GiB of activations, of which {:.1f} GiB softmax "
                             "probabilities; {:.1f} GiB weights and gradients; {:.1f} GiB scratch) + {:.1f} GiB "
@@ -273,7 +282,7 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
   }
   std::unique_ptr<ct::TrainStep> step;
   try {
-    step = std::make_unique<ct::TrainStep>(s, precision(env));
+    step = std::make_unique<ct::TrainStep>(s, precision(env), attention);
   } catch (const CudaError& e) {
     (void)cudaGetLastError();
     return skip(env, out, std::move(r), e.out_of_memory() ? Outcome::skipped : Outcome::failed, e.what());

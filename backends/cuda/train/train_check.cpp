@@ -82,15 +82,15 @@ core::TrainShape tiny_check_shape() {
   return s;
 }
 
-TrainCheck check_train_step(const core::TrainShape& s, TrainPrecision precision) {
+TrainCheck check_train_step(const core::TrainShape& s, TrainPrecision precision, TrainAttention attention) {
   const core::TrainInputs inputs = core::make_train_inputs(s);
   const core::TrainGradients ref = core::reference_gradients(s, inputs);
-  TrainStep step(s, precision);
+  TrainStep step(s, precision, attention);
   TrainCheck result;
   const Tolerances tol = tolerances(precision);
   result.allocation_matches =
       step.allocated_bytes() ==
-      core::train_step_memory(s).total() + (precision == TrainPrecision::fp8 ? fp8_buffer_bytes(s) : 0);
+      core::train_step_memory(s, attention).total() + (precision == TrainPrecision::fp8 ? fp8_buffer_bytes(s) : 0);
   Stream stream;
   std::vector<std::vector<float>> first;
   for (int round = 0; round < 2; ++round) {  // the second step must repeat the first

@@ -34,7 +34,7 @@ struct TensorCheck {
 
 struct TrainCheck {
   double gpu_loss = 0, cpu_loss = 0;
-  bool allocation_matches = false;  // allocated bytes == train_step_memory(shape).total() (+ fp8_buffer_bytes)
+  bool allocation_matches = false;  // allocated bytes == train_step_memory(shape, attention).total() (+ fp8)
   std::vector<TensorCheck> checks;
   bool passed() const;
   // The largest error / tolerance over the checks and which check it is.
@@ -45,7 +45,8 @@ struct TrainCheck {
 gpuscout::train::TrainShape tiny_check_shape();
 
 // Runs `shape` on the current GPU and the CPU. Throws CudaError on a CUDA failure.
-TrainCheck check_train_step(const gpuscout::train::TrainShape& shape, TrainPrecision precision = TrainPrecision::bf16);
+TrainCheck check_train_step(const gpuscout::train::TrainShape& shape, TrainPrecision precision = TrainPrecision::bf16,
+                            TrainAttention attention = default_train_attention());
 
 // The expected RMS relative error of one round-to-nearest with `mantissa_bits` (above), and the
 // tolerances the FP8 check derives from it.

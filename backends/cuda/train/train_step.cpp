@@ -1,10 +1,12 @@
-// The CUDA train step; see train_step.hpp. Buffers are exactly train::train_step_memory(shape).
+// The CUDA train step; see train_step.hpp. Buffers are exactly train::train_step_memory(shape, attention).
 #include "train_step.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "gpuscout/cuda/check.hpp"
@@ -12,6 +14,7 @@
 #include "gpuscout/infer/weights.hpp"
 #include "gpuscout/train/train_cost.hpp"
 #include "kernels.hpp"
+#include "train_attention.hpp"
 #include "train_gemm.hpp"
 #include "train_kernels.hpp"
 
@@ -60,6 +63,14 @@ Fp8Sizes fp8_sizes(const core::TrainShape& s) {
 
 }  // namespace
 
+TrainAttention default_train_attention() {
+  const char* env = std::getenv("GPUSCOUT_TRAIN_ATTENTION");
+  const std::string name = env != nullptr ? env : "";
+  if (name.empty() || name == "flash") return TrainAttention::flash;
+  if (name == "materialized") return TrainAttention::materialized;
+  throw std::invalid_argument("GPUSCOUT_TRAIN_ATTENTION must be flash or materialized, not '" + name + "'");
+}
+
 std::int64_t fp8_buffer_bytes(const core::TrainShape& s) {
   const Fp8Sizes z = fp8_sizes(s);
   return s.layers * z.kept_per_layer + z.weight_scratch + z.x_scratch + 2 * z.dy_scratch + z.slots * kScaleSlotBytes;
@@ -78,7 +89,9 @@ struct TrainStep::Impl {
     DeviceBuffer<bf16> grad_wqkv, grad_wo, grad_w_gate_up, grad_w_down;
     DeviceBuffer<float> grad_norms;  // attn_norm | mlp_norm
     // Kept for backward (out is also the next layer's input).
-    DeviceBuffer<bf16> n1, qkv, attn, x2, n2, gate_up, act, out, probs;
+    DeviceBuffer<bf16> n1, qkv, attn, x2, n2, gate_up, act, out;
+    DeviceBuffer<bf16> probs;             // materialized: the softmax probabilities [batch, heads, seq, seq]
+    DeviceBuffer<float> lse;              // flash: the rows' log-sum-exp [batch, heads, seq] (log2 domain)
     DeviceBuffer<std::uint8_t> fp8_kept;  // FP8 mode: every Fp8Linear's w_t and x_t
     Fp8Linear fp8_qkv, fp8_o, fp8_gate_up, fp8_down;
   };
@@ -95,10 +108,11 @@ struct TrainStep::Impl {
   DeviceBuffer<float> scores, delta, inv_rms, loss;
   DeviceBuffer<bf16> dscores, dact, dgate_up, dn, dattn, dqkv, dy, dx2;
   bool fp8 = false;
+  TrainAttention attention;
   // FP8 scratch: the forward's codes of W and x, the backward's codes of dY and of its transpose.
   DeviceBuffer<std::uint8_t> fp8_w, fp8_x, fp8_dy, fp8_dy_t, fp8_slots;
 
-  Impl(const core::TrainShape& s, TrainPrecision precision);
+  Impl(const core::TrainShape& s, TrainPrecision precision, TrainAttention attention);
   void allocate_fp8();
   void generate(cudaStream_t stream);
   // C[m, n] = A B^T (+ residual) of contiguous FP8 codes, A [m, k] (a_type), B [n, k] E4M3.
@@ -182,12 +196,13 @@ struct TrainStep::Impl {
     fp8_gemm(r, in, out, fp8_dy.get(), Operand::e5m2, f8.dy_scale.scale, f8.w_t, f8.w_scale.scale, dx, nullptr, st);
     fp8_gemm(out, in, r, fp8_dy_t.get(), Operand::e5m2, f8.dy_scale.scale, f8.x_t, f8.x_scale.scale, dw, nullptr, st);
   }
+  FlashShape flash_shape() const { return {batch, seq, heads, kv_heads, d}; }
   void attention_forward(Layer& L, cudaStream_t st);
   void attention_backward(Layer& L, cudaStream_t st);
 };
 
-TrainStep::Impl::Impl(const core::TrainShape& s, TrainPrecision precision)
-    : shape(s), fp8(precision == TrainPrecision::fp8) {
+TrainStep::Impl::Impl(const core::TrainShape& s, TrainPrecision precision, TrainAttention attention_)
+    : shape(s), fp8(precision == TrainPrecision::fp8), attention(attention_) {
   core::check_train_shape(s);
   const auto& m = s.model;
   h = m.hidden;
@@ -234,11 +249,17 @@ TrainStep::Impl::Impl(const core::TrainShape& s, TrainPrecision precision)
     L.gate_up = alloc.make<bf16>(rows * 2 * ffn);
     L.act = alloc.make<bf16>(rows * ffn);
     L.out = alloc.make<bf16>(th);
-    L.probs = alloc.make<bf16>(static_cast<std::int64_t>(batch) * heads * square);
+    if (attention == TrainAttention::flash) {
+      L.lse = alloc.make<float>(static_cast<std::int64_t>(batch) * heads * seq);
+    } else {
+      L.probs = alloc.make<bf16>(static_cast<std::int64_t>(batch) * heads * square);
+    }
     layers.push_back(std::move(L));
   }
-  scores = alloc.make<float>(kv_heads * square);
-  dscores = alloc.make<bf16>(kv_heads * square);
+  if (attention == TrainAttention::materialized) {
+    scores = alloc.make<float>(kv_heads * square);
+    dscores = alloc.make<bf16>(kv_heads * square);
+  }
   delta = alloc.make<float>(static_cast<std::int64_t>(batch) * heads * seq);
   dact = alloc.make<bf16>(rows * ffn);
   dgate_up = alloc.make<bf16>(rows * 2 * ffn);
@@ -316,6 +337,10 @@ void TrainStep::Impl::generate(cudaStream_t st) {
 // strided batch (Q, K, V and the output read in place from the fused [tokens, q | k | v] rows):
 // head g's Q starts g*group*D columns after head j's, its K and V g*D columns after KV head 0's.
 void TrainStep::Impl::attention_forward(Layer& L, cudaStream_t st) {
+  if (attention == TrainAttention::flash) {
+    launch_flash_attention_forward(L.qkv.get(), flash_shape(), L.attn.get(), L.lse.get(), st);
+    return;
+  }
   const std::int64_t q_stride = static_cast<std::int64_t>(group) * d, p_stride = group * square;
   for (int b = 0; b < batch; ++b) {
     const bf16* qkv_b = L.qkv.get() + static_cast<std::int64_t>(b) * seq * qkv_dim;
@@ -367,6 +392,10 @@ void TrainStep::Impl::attention_forward(Layer& L, cudaStream_t st) {
 void TrainStep::Impl::attention_backward(Layer& L, cudaStream_t st) {
   const std::int64_t q_stride = static_cast<std::int64_t>(group) * d, p_stride = group * square;
   launch_attention_delta(dattn.get(), L.attn.get(), rows, heads, d, seq, delta.get(), st);
+  if (attention == TrainAttention::flash) {
+    launch_flash_attention_backward(L.qkv.get(), dattn.get(), L.lse.get(), delta.get(), flash_shape(), dqkv.get(), st);
+    return;
+  }
   for (int b = 0; b < batch; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(b) * seq;
     const bf16* qkv_b = L.qkv.get() + row0 * qkv_dim;
@@ -449,8 +478,8 @@ void TrainStep::Impl::attention_backward(Layer& L, cudaStream_t st) {
   }
 }
 
-TrainStep::TrainStep(const core::TrainShape& shape, TrainPrecision precision)
-    : impl_(std::make_unique<Impl>(shape, precision)) {
+TrainStep::TrainStep(const core::TrainShape& shape, TrainPrecision precision, TrainAttention attention)
+    : impl_(std::make_unique<Impl>(shape, precision, attention)) {
   impl_->generate(nullptr);
   GPUSCOUT_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -551,6 +580,10 @@ std::vector<float> TrainStep::layer_gradient(int layer, core::LayerTensor tensor
 
 std::int64_t TrainStep::allocated_bytes() const {
   return impl_->alloc.bytes;
+}
+
+TrainAttention TrainStep::attention() const {
+  return impl_->attention;
 }
 
 }  // namespace gpuscout::cuda::train

@@ -26,12 +26,20 @@ std::int64_t layer_matrix_params(const infer::TransformerConfig& model);
 
 TrainStepFlops train_step_flops(const TrainShape& shape);
 
+// How the CUDA train step computes attention. flash: fused kernels (backends/cuda/train/
+// train_attention.hpp) that keep one FP32 log-sum-exp per (sequence, head, row) and recompute the
+// probabilities in the backward; materialized: S x S scores through cuBLASLt with the BF16
+// probabilities of every head and layer kept for the backward.
+enum class TrainAttention { flash, materialized };
+const char* to_string(TrainAttention attention);
+
 // Bytes the CUDA train step allocates (backends/cuda/train/train_step.cpp allocates exactly these).
 struct TrainStepMemory {
   std::int64_t weights = 0;        // BF16 layer weights (norms included)
   std::int64_t gradients = 0;      // BF16 matrix gradients + FP32 norm-weight gradients
-  std::int64_t activations = 0;    // kept for backward: residuals, norms, QKV, softmax probabilities, MLP
-  std::int64_t probabilities = 0;  // of which the S x S softmax probabilities (BF16, every head and layer)
+  std::int64_t activations = 0;    // kept for backward: residuals, norms, QKV, softmax probabilities or LSE, MLP
+  std::int64_t probabilities = 0;  // of which the S x S softmax probabilities (materialized: BF16, every head, layer)
+  std::int64_t softmax_lse = 0;    // of which the rows' log-sum-exp (flash: FP32, every head, row and layer)
   std::int64_t scratch = 0;        // shared by the layers: scores, input gradients, cuBLASLt workspace
   std::int64_t io = 0;             // the layer-0 input and the loss projection
   std::int64_t total() const { return weights + gradients + activations + scratch + io; }
@@ -39,6 +47,6 @@ struct TrainStepMemory {
 
 inline constexpr std::int64_t kTrainGemmWorkspaceBytes = std::int64_t{32} << 20;
 
-TrainStepMemory train_step_memory(const TrainShape& shape);
+TrainStepMemory train_step_memory(const TrainShape& shape, TrainAttention attention = TrainAttention::flash);
 
 }  // namespace gpuscout::train
