@@ -225,7 +225,16 @@ void validate_own(ValidationReport& report, const std::vector<results::ResultSet
     const auto& r = *first[key];
     SpeedContext ctx;
     ctx.gpu = &spec;
-    ctx.calibration = calibration_from_results(sets, spec, key);  // leave this record out
+    try {
+      ctx.calibration = calibration_from_results(sets, spec, key);  // leave this record out
+    } catch (const UsageError&) {
+      // The files hold no other record to calibrate from: this row cannot be predicted, the others can.
+      report.skipped.push_back(
+          fmt::format("{}: no other GEMM, memory or collective record of {} in the files to "
+                      "predict it from (leave-one-out)",
+                      key, spec.name));
+      continue;
+    }
     ValidationRow v;
     v.id = key;
     v.measured = median(values);

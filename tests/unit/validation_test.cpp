@@ -49,6 +49,22 @@ TEST(Validation, PublicRowsKeepTheirSources) {
   EXPECT_EQ(report.skipped.size(), 3u);  // C01-C03: microbenchmarks of other GPUs (used as calibration anchors)
 }
 
+// A file whose only calibration record is the one being predicted: leave-one-out leaves nothing, so
+// that row is skipped with the reason instead of ending the whole validation.
+TEST(Validation, OwnRecordWithoutOthersIsSkipped) {
+  const auto source = data::DataSource::embedded();
+  const auto specs = specs::SpecDb::load(source);
+  const std::string name = "bench/results/h200x2-gpu0-serve-llama-3.1-8b-s5-20261130.json";
+  const std::vector<results::ResultSet> sets{
+      results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / name)};
+  ValidationReport report;
+  validate_own(report, sets, specs.get("H200-SXM-141GB"), {name});
+  EXPECT_TRUE(report.rows.empty());
+  ASSERT_EQ(report.skipped.size(), 1u);
+  EXPECT_NE(report.skipped[0].find("gemm/bf16/m8192_n8192_k8192"), std::string::npos) << report.skipped[0];
+  EXPECT_NE(report.skipped[0].find("leave-one-out"), std::string::npos) << report.skipped[0];
+}
+
 TEST(Validation, MapePinned) {
   const auto report = run_all();
   const auto& m = report.mape_pct;
