@@ -14,6 +14,7 @@
 
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/infer/weights.hpp"
+#include "kernels.hpp"
 
 namespace gpuscout::cuda::test {
 
@@ -66,6 +67,21 @@ struct Dev {
 inline void report(const std::string& name, bool ok, const std::string& detail) {
   std::printf("%-64s %s  %s\n", name.c_str(), ok ? "ok  " : "FAIL", detail.c_str());
   if (!ok) ++failures;
+}
+
+// The start of each test's main(): false without a GPU (after printing "no CUDA device: skipped";
+// the test then exits 77, which CTest reports as skipped); else GPU 0's properties, with programmatic
+// dependent launch on where the engine uses it (compute capability 9.0+).
+inline bool start_gpu_test(cudaDeviceProp& prop) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return false;
+  }
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  gpuscout::cuda::infer::set_programmatic_launch(prop.major >= 9);
+  std::printf("programmatic dependent launch: %s\n", gpuscout::cuda::infer::programmatic_launch() ? "on" : "off");
+  return true;
 }
 
 }  // namespace gpuscout::cuda::test

@@ -449,17 +449,9 @@ void profile() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return 77;
-  }
   try {
-    // The engine launches these kernels with programmatic dependent launch where the GPU has it.
     cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    set_programmatic_launch(prop.major >= 9);
-    std::printf("programmatic dependent launch: %s\n", programmatic_launch() ? "on" : "off");
+    if (!start_gpu_test(prop)) return 77;
     if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
       const ProgrammaticLaunchPause plain;
       profile();
