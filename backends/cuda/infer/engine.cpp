@@ -123,13 +123,14 @@ Shard make_shard(const gi::TransformerConfig& c, int tp, int rank) {
 }
 
 // Weight bytes one GPU holds at tensor-parallel degree `tp` (the largest shard): BF16, or FP8
-// projection matrices (1 byte) with BF16 embedding, norms and LM head.
+// projection matrices (1 byte) with BF16 embedding, norms, QKV biases and LM head.
 std::int64_t weight_bytes_per_gpu(const gi::TransformerConfig& c, int tp, bool fp8) {
   const Shard s = make_shard(c, tp, 0);
   const std::int64_t h = c.hidden;
   const std::int64_t projections = static_cast<std::int64_t>(s.qkv_dim) * h + h * s.q_dim + 3ll * s.ffn * h;
   std::int64_t bf16_elements = c.layers * 2 * h + static_cast<std::int64_t>(c.vocab) * h + h;
   if (!c.tied_embeddings) bf16_elements += static_cast<std::int64_t>(s.vocab_stride) * h;
+  if (c.qkv_bias) bf16_elements += static_cast<std::int64_t>(c.layers) * s.qkv_dim;
   return 2 * bf16_elements + c.layers * projections * (fp8 ? 1 : 2);
 }
 
