@@ -1,9 +1,9 @@
-// Flash attention for the train step (see train_attention.hpp). The forward is the serving
-// engine's prefill kernel (infer/attention_prefill.cu: 4 warps of 16 kM query rows, 64-key tiles
+// Flash attention for the train step (see train_attention.hpp). The forward runs the serving
+// engine's prefill core (infer/flash_forward.cuh: 4 warps of 16 kM query rows, 64-key tiles
 // double-buffered with cp.async into padded shared memory, mma.sync m16n8k16 BF16 -> FP32 with P
 // kept in registers as the next MMA's A operand, online softmax in the log2 domain, causal mask only
-// on the diagonal tiles) with the paged-cache reads replaced by strided reads of the fused QKV
-// rows, and the row's log-sum-exp written for the backward. The backward follows
+// on the diagonal tiles) on strided reads of the fused QKV rows instead of the paged cache, and
+// writes each row's log-sum-exp for the backward. The backward follows
 // flash-attention-2, with dQ in a second kernel instead of FP32 atomics (deterministic):
 //  - dK/dV: a block per (sequence, KV head, 64-key tile), warp w owning keys 16w..16w+15, loops
 //    over the group's query heads and the query tiles at or after its keys (causal), with the next
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
 
@@ -33,17 +34,12 @@ using infer::ldmatrix_x4_trans;
 using infer::mma_bf16;
 using infer::pack_bf16;
 
-constexpr int kBk = 64;  // keys per tile (forward, dQ); keys per block (dK/dV)
+using infer::flash::fast_exp2;
+using infer::flash::kBk;  // keys per tile (forward, dQ); keys per block (dK/dV)
+using infer::flash::kLog2e;
+using infer::flash::kThreads;
+using infer::flash::kWarps;
 constexpr int kBm = 64;  // query rows per tile of the backward kernels (4 warps x 16)
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // R rows of D columns starting at src (row stride `stride` elements) into padded shared memory
 // (row stride D + 8); rows from `valid` on are zero-filled.
@@ -113,14 +109,7 @@ __device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const std::uint32
 }
 
 template <int D, int kM>
-struct ForwardTile {
-  static constexpr int kBq = 16 * kM * kWarps;  // queries per block
-  static constexpr int kLd = D + 8;             // padded row (elements): 8 rows of an ldmatrix hit distinct banks
-  static constexpr int kQ = kBq * kLd;
-  static constexpr int kKv = kBk * kLd;
-  static constexpr int kSmemBytes = (kQ + 4 * kKv) * 2;  // Q, K[2], V[2]
-  static constexpr bool kQInRegs = kM * D <= 128;
-};
+using ForwardTile = infer::flash::ForwardTile<D, kM>;
 
 template <int D, int kM>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -158,32 +147,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
 
   const int warp_row0 = warp * kRows;
-  const bf16* q_warp = qs + (warp_row0 + lane % 16) * T::kLd + (lane / 16) * 8;
-  std::uint32_t qa[T::kQInRegs ? kM : 1][T::kQInRegs ? D / 16 : 1][4];
-  if constexpr (T::kQInRegs) {
-#pragma unroll
-    for (int m = 0; m < kM; ++m) {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qa[m][kk], q_warp + m * 16 * T::kLd + kk * 16);
-    }
-  }
-
+  infer::flash::WarpRows<D, kM> rows;
+  rows.start(qs, warp_row0, lane);
   const int g = lane / 4, tig = lane % 4;
   const int warp_pos_first = q0 + warp_row0;
   const int warp_pos_last = warp_pos_first + kRows - 1;
   const bool warp_live = warp_pos_first < seq;
-  float o[kM][D / 8][4];
-#pragma unroll
-  for (int m = 0; m < kM; ++m) {
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) o[m][i][0] = o[m][i][1] = o[m][i][2] = o[m][i][3] = 0.0f;
-  }
-  float row_max[kM][2], row_sum[kM][2];
-#pragma unroll
-  for (int m = 0; m < kM; ++m) {
-    row_max[m][0] = row_max[m][1] = -INFINITY;
-    row_sum[m][0] = row_sum[m][1] = 0.0f;
-  }
 
   for (int tile = 0; tile < tiles; ++tile) {
     const int buf = tile & 1;
@@ -191,103 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_async_commit();
     const int key0 = tile * kBk;
     if (warp_live && key0 <= warp_pos_last) {
-      const bf16* kt = ks + buf * T::kKv;
-      const bf16* vt = vs + buf * T::kKv;
-
-      float s[kM][kBk / 8][4];
-#pragma unroll
-      for (int m = 0; m < kM; ++m) {
-#pragma unroll
-        for (int i = 0; i < kBk / 8; ++i) s[m][i][0] = s[m][i][1] = s[m][i][2] = s[m][i][3] = 0.0f;
-      }
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        std::uint32_t a_smem[kM][4];
-        if constexpr (!T::kQInRegs) {
-#pragma unroll
-          for (int m = 0; m < kM; ++m) ldmatrix_x4(a_smem[m], q_warp + m * 16 * T::kLd + kk * 16);
-        }
-#pragma unroll
-        for (int p = 0; p < kBk / 16; ++p) {
-          std::uint32_t bb[4];
-          load_b<T::kLd>(bb, kt, p, kk, lane);
-#pragma unroll
-          for (int m = 0; m < kM; ++m) {
-            if constexpr (T::kQInRegs) {
-              mma_bf16(s[m][2 * p], qa[m][kk], bb[0], bb[1]);
-              mma_bf16(s[m][2 * p + 1], qa[m][kk], bb[2], bb[3]);
-            } else {
-              mma_bf16(s[m][2 * p], a_smem[m], bb[0], bb[1]);
-              mma_bf16(s[m][2 * p + 1], a_smem[m], bb[2], bb[3]);
-            }
-          }
-        }
-      }
-
-      if (key0 + kBk - 1 > warp_pos_first) {
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          const int pos_a = warp_pos_first + m * 16 + g, pos_b = pos_a + 8;
-#pragma unroll
-          for (int i = 0; i < kBk / 8; ++i) {
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const int key = key0 + i * 8 + tig * 2 + j;
-              if (key > pos_a) s[m][i][j] = -INFINITY;
-              if (key > pos_b) s[m][i][2 + j] = -INFINITY;
-            }
-          }
-        }
-      }
-
-      bool moved = false;
-      float alpha[kM][2], neg_max[kM][2];
-#pragma unroll
-      for (int m = 0; m < kM; ++m) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mx = row_max[m][r];
-#pragma unroll
-          for (int i = 0; i < kBk / 8; ++i) mx = fmaxf(mx, fmaxf(s[m][i][2 * r], s[m][i][2 * r + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          moved |= mx != row_max[m][r];
-          alpha[m][r] = fast_exp2((row_max[m][r] - mx) * scale_log2);
-          row_max[m][r] = mx;
-          neg_max[m][r] = -mx * scale_log2;
-        }
-      }
-      if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          row_sum[m][0] *= alpha[m][0];
-          row_sum[m][1] *= alpha[m][1];
-#pragma unroll
-          for (int i = 0; i < D / 8; ++i) {
-            o[m][i][0] *= alpha[m][0];
-            o[m][i][1] *= alpha[m][0];
-            o[m][i][2] *= alpha[m][1];
-            o[m][i][3] *= alpha[m][1];
-          }
-        }
-      }
-      std::uint32_t pa[kM][kBk / 16][4];
-#pragma unroll
-      for (int m = 0; m < kM; ++m) {
-#pragma unroll
-        for (int i = 0; i < kBk / 8; ++i) {
-          const float p0 = fast_exp2(fmaf(s[m][i][0], scale_log2, neg_max[m][0]));
-          const float p1 = fast_exp2(fmaf(s[m][i][1], scale_log2, neg_max[m][0]));
-          const float p2 = fast_exp2(fmaf(s[m][i][2], scale_log2, neg_max[m][1]));
-          const float p3 = fast_exp2(fmaf(s[m][i][3], scale_log2, neg_max[m][1]));
-          row_sum[m][0] += p0 + p1;
-          row_sum[m][1] += p2 + p3;
-          pa[m][i / 2][(i % 2) * 2] = pack_bf16(p0, p1);
-          pa[m][i / 2][(i % 2) * 2 + 1] = pack_bf16(p2, p3);
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < kM; ++m) mma_ab<D, kBk>(o[m], pa[m], vt, lane);
+      rows.tile(ks + buf * T::kKv, vs + buf * T::kKv, key0, warp_pos_first, scale_log2, lane);
     }
     cp_async_wait<0>();
     __syncthreads();
@@ -296,30 +169,26 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const std::int64_t q_dim = shape.q_dim();
   float* lse_h = lse + (static_cast<std::int64_t>(b) * shape.heads + h) * seq;
+  float l[kM][2];
+  rows.sums(l);
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
-    float l_a = row_sum[m][0], l_b = row_sum[m][1];
-#pragma unroll
-    for (int x = 1; x < 4; x *= 2) {
-      l_a += __shfl_xor_sync(0xffffffffu, l_a, x);
-      l_b += __shfl_xor_sync(0xffffffffu, l_b, x);
-    }
-    const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+    const float inv_a = 1.0f / l[m][0], inv_b = 1.0f / l[m][1];
     const int row_a = q0 + warp_row0 + m * 16 + g, row_b = row_a + 8;
     if (tig == 0) {
-      if (row_a < seq) lse_h[row_a] = row_max[m][0] * scale_log2 + __log2f(l_a);
-      if (row_b < seq) lse_h[row_b] = row_max[m][1] * scale_log2 + __log2f(l_b);
+      if (row_a < seq) lse_h[row_a] = rows.row_max[m][0] * scale_log2 + __log2f(l[m][0]);
+      if (row_b < seq) lse_h[row_b] = rows.row_max[m][1] * scale_log2 + __log2f(l[m][1]);
     }
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) {
       const int d = i * 8 + tig * 2;
       if (row_a < seq) {
         *reinterpret_cast<__nv_bfloat162*>(out + (row_base + row_a) * q_dim + h * D + d) =
-            __floats2bfloat162_rn(o[m][i][0] * inv_a, o[m][i][1] * inv_a);
+            __floats2bfloat162_rn(rows.o[m][i][0] * inv_a, rows.o[m][i][1] * inv_a);
       }
       if (row_b < seq) {
         *reinterpret_cast<__nv_bfloat162*>(out + (row_base + row_b) * q_dim + h * D + d) =
-            __floats2bfloat162_rn(o[m][i][2] * inv_b, o[m][i][3] * inv_b);
+            __floats2bfloat162_rn(rows.o[m][i][2] * inv_b, rows.o[m][i][3] * inv_b);
       }
     }
   }
