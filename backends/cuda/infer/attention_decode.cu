@@ -130,7 +130,6 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float warp_max[kWarps][kMaxGroup], warp_sum[kWarps][kMaxGroup];
   __shared__ int scan[kWarps];
   __shared__ int merging;
-  pdl_early_trigger();
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, tig = lane % 4;  // accumulator row (query head of the group), column pair
@@ -217,7 +216,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int s = 0; s < kStages; ++s) lookup_tile();
 
   // Q and the new token's K/V come from the kernel before this one; `out` is read by earlier ones.
-  pdl_wait_early_triggered();
+  pdl_wait();
+  pdl_trigger();
   // Padding rows (a query, no context) get deterministic zeros: sequence s from block s % grid.
   for (int s = blockIdx.x; s < num_seqs; s += gridDim.x) {
     if (batch.q_len[s] > 0 && batch.context_len[s] <= 0) {
@@ -480,12 +480,12 @@ __global__ void __launch_bounds__(kThreads)
   // once so that no K or V load waits for a block-table load. 32 bits: < 2^32 rows of >= 64 bytes.
   __shared__ std::uint32_t rows[kDecodeSplitTokens];
 
-  pdl_early_trigger();
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   const int ctx = batch.q_len[seq] > 0 ? batch.context_len[seq] : 0;
   const int start = split * split_tokens;
   if (start >= ctx) {  // every block waits (kernel_util.cuh), even one with nothing to do
-    pdl_wait_early_triggered();
+    pdl_wait();
+    pdl_trigger();
     return;
   }
   const int n = min(split_tokens, ctx - start);
@@ -497,7 +497,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   // The step's metadata was copied before its first kernel; Q and the new token's K/V come from
   // the kernel before this one.
-  pdl_wait_early_triggered();
+  pdl_wait();
+  pdl_trigger();
   const int li = threadIdx.x % kTpt;
   const int gid = threadIdx.x / kTpt;
   const int head0 = kvh * G;
@@ -636,8 +637,8 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void decode_merge_kernel(AttentionBatch batch, AttentionShape shape, Workspace ws, int splits,
                                     int split_tokens, bf16* out, int out_stride) {
   __shared__ float partial[128 / 32];
-  pdl_early_trigger();
-  pdl_wait_early_triggered();
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int D = shape.head_dim;
   if (batch.q_len[seq] <= 0) return;  // no query row

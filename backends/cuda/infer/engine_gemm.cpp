@@ -52,10 +52,6 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
       workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
   const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
-  if (const char* forced = std::getenv("GPUSCOUT_DECODE_GEMM")) {
-    if (std::strcmp(forced, "skinny") == 0) decode_gemm_forced_ = Forced::skinny;
-    if (std::strcmp(forced, "cublaslt") == 0) decode_gemm_forced_ = Forced::cublaslt;
-  }
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
     small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));
@@ -248,12 +244,11 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
     last_tune_.skinny_us = skinny;
-    p.skinny = decode_gemm_forced_ == Forced::none ? skinny < best_lt : decode_gemm_forced_ == Forced::skinny;
+    p.skinny = skinny < best_lt;
     if (p.skinny) last_tune_.chosen = "skinny";
-    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates{})", c.name, rows, c.out,
+    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates)", c.name, rows, c.out,
                        c.in, p.skinny ? "skinny" : "cublaslt", p.skinny ? skinny : best_lt,
-                       p.skinny ? "cublaslt" : "skinny", p.skinny ? best_lt : skinny, p.algos.size(),
-                       decode_gemm_forced_ == Forced::none ? "" : "; forced by GPUSCOUT_DECODE_GEMM");
+                       p.skinny ? "cublaslt" : "skinny", p.skinny ? best_lt : skinny, p.algos.size());
   } else if (!splits.empty()) {
     double best_small = std::numeric_limits<double>::max();
     int best_split = 0, best_variant = 0;

@@ -93,10 +93,6 @@ class GemmRunner {
   void* workspace_;
   std::size_t workspace_bytes_;  // cuBLASLt's part
   SmallMWorkspace small_m_ws_;
-  // GPUSCOUT_DECODE_GEMM=skinny|cublaslt overrides the timed choice for rows <= kSkinnyMaxRows (an
-  // experiment's knob: timed alone, the kernels do not see the overlap programmatic launch gives).
-  enum class Forced { none, skinny, cublaslt };
-  Forced decode_gemm_forced_ = Forced::none;
   bool small_m_enabled_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;

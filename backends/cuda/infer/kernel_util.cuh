@@ -150,24 +150,6 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// The latency-bound kernels between two GEMMs (norms, RoPE + KV store, decode attention, SiLU)
-// may let the next kernel launch at their start instead of after their wait: that kernel (the
-// next GEMM) then streams its first weights while they run. It cannot starve them of SM slots: a
-// grid's dependents launch only once every block of it has triggered, i.e. is resident, and they
-// still wait for its completion before reading what it wrote. GPUSCOUT_PDL_EARLY_TRIGGER=0 keeps
-// the trigger after the wait (the A/B in bench/NOTES.md).
-#ifndef GPUSCOUT_PDL_EARLY_TRIGGER
-#define GPUSCOUT_PDL_EARLY_TRIGGER 1
-#endif
-__device__ __forceinline__ void pdl_early_trigger() {
-  if constexpr (GPUSCOUT_PDL_EARLY_TRIGGER != 0) pdl_trigger();
-}
-// The wait of a kernel that called pdl_early_trigger() at its start.
-__device__ __forceinline__ void pdl_wait_early_triggered() {
-  pdl_wait();
-  if constexpr (GPUSCOUT_PDL_EARLY_TRIGGER == 0) pdl_trigger();
-}
-
 // Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization
 // when enabled (set_programmatic_launch), a plain launch otherwise. Works under graph capture.
 template <typename... KernelArgs, typename... Args>

@@ -81,8 +81,8 @@ constexpr int kRowThreads = 256;
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
   __shared__ float partial[kRowThreads / 32];
-  pdl_early_trigger();
-  pdl_wait_early_triggered();
+  pdl_wait();
+  pdl_trigger();
   const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
   bf16* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
   const bool vec = width % 8 == 0;
@@ -133,7 +133,6 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
                                      const std::int32_t* slot_mapping, AttentionShape shape, float theta, bf16* k_cache,
                                      bf16* v_cache, const bf16* bias) {
   __shared__ float cos_t[kMaxHalfDim], sin_t[kMaxHalfDim];
-  pdl_early_trigger();
   const int t = blockIdx.x;
   const int d = shape.head_dim;
   const int half = d / 2;
@@ -146,7 +145,8 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
   }
   const int slot = slot_mapping[t];
   __syncthreads();
-  pdl_wait_early_triggered();
+  pdl_wait();
+  pdl_trigger();
   bf16* row = qkv + static_cast<std::int64_t>(t) * qkv_stride;
   const int rotated_heads = shape.heads + shape.kv_heads;
   const int head0 = blockIdx.y * kRopeHeadsPerBlock;
@@ -192,8 +192,8 @@ __device__ __forceinline__ float silu(float g) {
 }
 
 __global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out) {
-  pdl_early_trigger();
-  pdl_wait_early_triggered();
+  pdl_wait();
+  pdl_trigger();
   const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   if (ffn % 8 == 0) {
