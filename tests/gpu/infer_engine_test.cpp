@@ -418,37 +418,44 @@ int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool f
         roofline * 1e3, 100.0 * roofline / step);
   }
 
-  // Prefill of 8192 tokens in one step (one sequence; twice, the second timed).
-  const int T = 8192;
-  for (int rep = 0; rep < 2; ++rep) {
-    gi::SchedulerConfig sc;
-    sc.block_size = engine->kv_block_size();
-    sc.num_blocks = engine->kv_blocks();
-    sc.max_step_tokens = T;
-    sc.max_running = engine->max_running();
-    sc.max_sequence_tokens = T + 1;
-    gi::Scheduler scheduler(sc);
-    gi::SequenceRequest r;
-    r.id = next_id++;
-    for (int p = 0; p < T; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
-    r.max_new_tokens = 1;
-    scheduler.add(std::move(r));
-    const auto plan = scheduler.plan();
-    const auto t = Clock::now();
-    const auto tokens = engine->execute(plan);
-    const double dt = seconds_since(t);
-    scheduler.complete(plan, tokens);
-    if (rep == 0) continue;
-    const double h = cfg.hidden;
-    const double layer_params = h * cfg.qkv_dim() + static_cast<double>(cfg.q_dim()) * h + 3.0 * h * cfg.ffn_hidden;
-    const double matmul = 2.0 * layer_params * cfg.layers * T + 2.0 * h * cfg.vocab;
-    const double attention = 4.0 * cfg.q_dim() * (static_cast<double>(T) * (T + 1) / 2) * cfg.layers;
-    const double tflops = (matmul + attention) / dt / 1e12 / tp;
-    fmt::print(
-        "prefill {} tokens: {:.1f} ms | {:.0f} TFLOP/s per GPU ({:.1f} TFLOP matmul + {:.1f} TFLOP attention) "
-        "= {:.0f}% of the measured BF16 GEMM rate\n",
-        T, dt * 1e3, tflops, matmul / 1e12, attention / 1e12, 100.0 * tflops / gemm);
-  }
+  // Prefill steps of `seqs` prompts of `len` tokens each (twice, the second timed): one 8192-token
+  // sequence, and 16 x 512, the first step of the serve benchmark's static batch.
+  auto prefill = [&](int seqs, int len) {
+    const int T = seqs * len;
+    for (int rep = 0; rep < 2; ++rep) {
+      gi::SchedulerConfig sc;
+      sc.block_size = engine->kv_block_size();
+      sc.num_blocks = engine->kv_blocks();
+      sc.max_step_tokens = T;
+      sc.max_running = engine->max_running();
+      sc.max_sequence_tokens = len + 1;
+      gi::Scheduler scheduler(sc);
+      for (int q = 0; q < seqs; ++q) {
+        gi::SequenceRequest r;
+        r.id = next_id++;
+        for (int p = 0; p < len; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
+        r.max_new_tokens = 1;
+        scheduler.add(std::move(r));
+      }
+      const auto plan = scheduler.plan();
+      const auto t = Clock::now();
+      const auto tokens = engine->execute(plan);
+      const double dt = seconds_since(t);
+      scheduler.complete(plan, tokens);
+      if (rep == 0) continue;
+      const double h = cfg.hidden;
+      const double layer_params = h * cfg.qkv_dim() + static_cast<double>(cfg.q_dim()) * h + 3.0 * h * cfg.ffn_hidden;
+      const double matmul = 2.0 * layer_params * cfg.layers * T + 2.0 * h * cfg.vocab * seqs;
+      const double attention = 4.0 * cfg.q_dim() * seqs * (static_cast<double>(len) * (len + 1) / 2) * cfg.layers;
+      const double tflops = (matmul + attention) / dt / 1e12 / tp;
+      fmt::print(
+          "prefill {} x {} tokens: {:.1f} ms | {:.0f} TFLOP/s per GPU ({:.1f} TFLOP matmul + {:.1f} TFLOP attention) "
+          "= {:.0f}% of the measured BF16 GEMM rate\n",
+          seqs, len, dt * 1e3, tflops, matmul / 1e12, attention / 1e12, 100.0 * tflops / gemm);
+    }
+  };
+  prefill(1, 8192);
+  prefill(16, 512);
   return 0;
 }
 
