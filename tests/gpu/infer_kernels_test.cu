@@ -7,6 +7,8 @@
 //   infer_kernels_test --bench   also time the kernels on Llama-3.1-8B shapes (CUDA events, median)
 //   infer_kernels_test --decode-only [--bench]   the decode attention checks only [and their timings
 //                                at 512..576 tokens for the Llama-3.1-8B and Qwen2.5-7B head shapes]
+//   infer_kernels_test --prefill-step-bench   the checks, then each kernel of a 16 x 512-token prefill
+//                                step of Llama-3.1-8B timed alone
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -880,6 +882,98 @@ void bench() {
   }
 }
 
+// One 16 x 512 prefill step of Llama-3.1-8B (the serve benchmark's static batch prefills 16 prompts
+// of 512 tokens per step), kernel by kernel on random data: where the step's time goes without the
+// knock-out's side effect (a kernel left out leaves zeros behind, and GEMMs on zeros draw less
+// power, so on a power-capped GPU they run faster).
+void bench_prefill_step() {
+  constexpr int kSeqs = 16, kLen = 512, kRows = kSeqs * kLen, kHidden = 4096, kFfn = 14336, kLayers = 32;
+  const AttentionShape shape{32, 8, 128, 16};
+  const int D = shape.head_dim, qkv_width = (shape.heads + 2 * shape.kv_heads) * D, q_dim = shape.heads * D;
+  std::printf("\n## one prefill step of %d x %d tokens, Llama-3.1-8B shapes, per layer (x %d layers)\n", kSeqs, kLen,
+              kLayers);
+  const std::size_t copy_bytes = 1ull << 30;
+  Dev<unsigned char> ca(copy_bytes), cb(copy_bytes);
+  CUDA_CHECK(cudaMemset(ca.p, 1, copy_bytes));
+  const float copy_ms =
+      median_ms([&](int) { CUDA_CHECK(cudaMemcpyAsync(cb.p, ca.p, copy_bytes, cudaMemcpyDeviceToDevice)); }, 5);
+  const double copy_gbps = 2.0 * copy_bytes / copy_ms / 1e6;
+  std::printf("copy D2D 1 GiB: %.1f GB/s (read + write)\n", copy_gbps);
+  std::printf("%-24s %10s %10s %10s %10s\n", "kernel", "us", "GB/s", "vs copy", "TFLOP/s");
+  double layer_ms = 0;
+  auto line = [&](const char* name, float ms, double bytes, double flops, int per_layer) {
+    layer_ms += per_layer * ms;
+    std::printf("%-24s %10.1f %10.1f %10.3f %10.1f\n", name, ms * 1e3, bytes / ms / 1e6, bytes / ms / 1e6 / copy_gbps,
+                flops / ms / 1e9);
+  };
+  Dev<u16> x(static_cast<std::size_t>(kRows) * kHidden), norm_w(kHidden), xn(x.n);
+  Dev<u16> gu(static_cast<std::size_t>(kRows) * 2 * kFfn), act(static_cast<std::size_t>(kRows) * kFfn);
+  Dev<u16> qkv(static_cast<std::size_t>(kRows) * qkv_width), attn(static_cast<std::size_t>(kRows) * q_dim);
+  for (Dev<u16>* d : {&x, &norm_w, &gu, &qkv}) fill_random_device(d->p, d->n);
+  line("rmsnorm (x2)",
+       median_ms([&](int) { launch_rmsnorm(x.as<bf16>(), norm_w.as<bf16>(), kRows, kHidden, 1e-5f, xn.as<bf16>(), nullptr); },
+                 5),
+       2.0 * kRows * kHidden * 2, 0, 2);
+  line("silu_mul",
+       median_ms([&](int) { launch_silu_mul(gu.as<bf16>(), kRows, kFfn, act.as<bf16>(), nullptr); }, 5),
+       3.0 * kRows * kFfn * 2, 0, 1);
+  // Each prompt's tokens in consecutive cache blocks; position = token index within its prompt.
+  const int blocks_per_seq = kLen / shape.block_size;
+  std::vector<std::int32_t> positions(kRows), slots(kRows), table(static_cast<std::size_t>(kSeqs) * blocks_per_seq);
+  for (int t = 0; t < kRows; ++t) positions[t] = t % kLen, slots[t] = t;
+  std::iota(table.begin(), table.end(), 0);
+  const std::size_t cache_elems = static_cast<std::size_t>(kRows) * shape.kv_heads * D;
+  Dev<std::int32_t> dpos(positions), dslot(slots), dtab(table);
+  Dev<u16> kc(cache_elems), vc(cache_elems);
+  const double rope_bytes = static_cast<double>(kRows) * D * 2 *
+                            (2.0 * (shape.heads + shape.kv_heads) + shape.kv_heads + 2.0 * shape.kv_heads);
+  line("rope_store_kv",
+       median_ms(
+           [&](int) {
+             launch_rope_store_kv(qkv.as<bf16>(), qkv_width, dpos.p, dslot.p, kRows, shape, 500000.0f, kc.as<bf16>(),
+                                  vc.as<bf16>(), nullptr, nullptr);
+           },
+           5),
+       rope_bytes, 0, 1);
+  std::vector<std::int32_t> q_start(kSeqs), q_len(kSeqs, kLen), ctx(kSeqs, kLen);
+  for (int s = 0; s < kSeqs; ++s) q_start[s] = s * kLen;
+  Dev<std::int32_t> dqs(q_start), dql(q_len), dcl(ctx);
+  AttentionBatch b;
+  b.q_start = dqs.p;
+  b.q_len = dql.p;
+  b.context_len = dcl.p;
+  b.block_tables = dtab.p;
+  b.max_blocks_per_seq = blocks_per_seq;
+  b.num_seqs = kSeqs;
+  b.max_context = kLen;
+  b.max_q_len = kLen;
+  line("prefill attention",
+       median_ms(
+           [&](int) {
+             launch_prefill_attention(qkv.as<bf16>(), qkv_width, kc.as<bf16>(), vc.as<bf16>(), b, shape, attn.as<bf16>(),
+                                      q_dim, nullptr);
+           },
+           5),
+       0, 4.0 * D * shape.heads * kSeqs * (static_cast<double>(kLen) * (kLen + 1) / 2), 1);
+  struct Proj {
+    const char* name;
+    int n, k;
+  };
+  for (const Proj& p : {Proj{"gemm qkv", qkv_width, kHidden}, Proj{"gemm o", kHidden, q_dim},
+                        Proj{"gemm gate_up", 2 * kFfn, kHidden}, Proj{"gemm down", kHidden, kFfn}}) {
+    Dev<u16> a(static_cast<std::size_t>(kRows) * p.k), w(static_cast<std::size_t>(p.n) * p.k),
+        y(static_cast<std::size_t>(kRows) * p.n);
+    fill_random_device(a.p, a.n);
+    fill_random_device(w.p, w.n);
+    LtGemm lt(kRows, p.n, p.k);
+    if (!lt.ok) continue;
+    line(p.name, median_ms([&](int) { lt.run(w.p, a.p, y.p); }, 3, 15), 0, 2.0 * kRows * p.n * p.k, 1);
+  }
+  std::printf("sum per layer %.3f ms, x %d layers = %.1f ms (the step also runs the embedding gather and the LM head "
+              "on %d rows)\n",
+              layer_ms, kLayers, layer_ms * kLayers, kSeqs);
+}
+
 // ---------------------------------------------------------------------------------------------
 // FP8 (compute capability 8.9+): weight codes, dynamic per-tensor quantization, the FP8 decode GEMM.
 
@@ -1009,6 +1103,7 @@ int main(int argc, char** argv) {
     }
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
+    if (argc > 1 && std::strcmp(argv[1], "--prefill-step-bench") == 0) bench_prefill_step();
     if (decode_only && argc > 2 && std::strcmp(argv[2], "--bench") == 0) {
       bench_decode_attention({32, 8, 128, 16}, "Llama-3.1-8B", false);
       bench_decode_attention({28, 4, 128, 16}, "Qwen2.5-7B", false);
