@@ -541,14 +541,31 @@ void test_prefill_attention() {
 
 // with_bias: a QKV bias (Qwen2.5) added to Q and K before the rotation and to V on its way into
 // the cache; the buffer's V columns stay as they were.
-void test_rope_store_kv(bool with_bias) {
-  const std::string label = with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv";
-  const AttentionShape shape{4, 2, 128, 16};
-  const int rows = 6, D = shape.head_dim, stride = (shape.heads + 2 * shape.kv_heads) * D + 16;
-  const int num_blocks = 8;
+// rows > 6: random positions up to 131000 and shuffled slots (every 7th -1); from 1024 rows the
+// kernel takes several tokens per block, and 8197 leaves a partial last block. An odd stride_pad
+// makes the rows 2-byte aligned only, the kernel's scalar path.
+void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int stride_pad = 16) {
+  const AttentionShape shape{4, 2, head_dim, 16};
+  const int D = shape.head_dim, stride = (shape.heads + 2 * shape.kv_heads) * D + stride_pad;
+  const std::string label = std::string(with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv") +
+                            (rows == 6 ? "" : " rows " + std::to_string(rows) + " D " + std::to_string(D) +
+                                                  (stride_pad % 2 ? " odd stride" : ""));
+  const int num_blocks = std::max(8, (rows + 15) / 16 + 1);
   const float theta = 500000.0f;
-  const std::vector<std::int32_t> positions = {0, 1, 77, 4095, 8191, 131000};
-  const std::vector<std::int32_t> slots = {5, 16 * 3 + 2, -1, 16 * 7 + 15, 0, 33};
+  std::vector<std::int32_t> positions = {0, 1, 77, 4095, 8191, 131000};
+  std::vector<std::int32_t> slots = {5, 16 * 3 + 2, -1, 16 * 7 + 15, 0, 33};
+  if (rows != 6) {
+    std::vector<std::int32_t> free_slots(static_cast<std::size_t>(num_blocks) * 16);
+    std::iota(free_slots.begin(), free_slots.end(), 0);
+    std::shuffle(free_slots.begin(), free_slots.end(), rng);
+    std::uniform_int_distribution<int> position(0, 131000);
+    positions.assign(rows, 0);
+    slots.assign(rows, 0);
+    for (int t = 0; t < rows; ++t) {
+      positions[t] = position(rng);
+      slots[t] = t % 7 == 3 ? -1 : free_slots[t];
+    }
+  }
   auto qkv = random_bf16(static_cast<std::size_t>(rows) * stride);
   const std::size_t cache_elems = static_cast<std::size_t>(num_blocks) * shape.kv_heads * shape.block_size * D;
   Dev<u16> dqkv(qkv), dk(std::vector<u16>(cache_elems, kPoison)), dv(std::vector<u16>(cache_elems, kPoison));
@@ -1103,6 +1120,9 @@ int main(int argc, char** argv) {
       test_argmax();
       test_rope_store_kv(false);
       test_rope_store_kv(true);
+      test_rope_store_kv(false, 8197, 64);
+      test_rope_store_kv(true, 8197, 32);
+      test_rope_store_kv(true, 1100, 128, 1);
       test_skinny_gemm();
     }
     test_decode_attention();

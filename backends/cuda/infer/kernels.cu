@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cfloat>
 #include <climits>
@@ -122,67 +123,120 @@ __global__ void __launch_bounds__(kRowThreads)
 constexpr int kMaxHalfDim = 128;  // head_dim <= 256
 
 constexpr int kRopeHeadsPerBlock = 8;
+constexpr int kRopeMaxTokens = 16;  // tokens per block at prefill sizes
 
-// Block (token, group of kRopeHeadsPerBlock Q/K heads): rotates the pairs (i, i + D/2) of its heads,
-// stores its K heads into the cache slot and copies its share of the token's V there. Several
-// blocks per token keep a decode batch of 32 tokens from running on 32 SMs (by knock-out this
-// kernel cost 0.26 ms of a batch-32 step with one block per token). The token's D/2 cos/sin are
-// computed once per block, not per head, and before pdl_wait: position and slot are step metadata
-// (copied before the step's first kernel), so this overlaps the QKV GEMM's tail.
+// Block (up to kRopeMaxTokens tokens, group of kRopeHeadsPerBlock Q/K heads): rotates the pairs
+// (i, i + D/2) of its heads, stores its K heads into the cache slots and copies its share of the
+// tokens' V there. Decode steps get one token per block, so a batch of 32 tokens still spreads
+// over 32 x groups blocks (by knock-out one block per token cost 0.26 ms of a batch-32 step);
+// prefill steps get up to 16, so that the per-block set-up (FP64 pow, sincosf, a barrier) is paid
+// once per 16 tokens: at one token per block a 16 x 512 prefill ran 40,960 blocks at 0.27 of the
+// copy rate (bench/NOTES.md, session 6). The cos/sin are computed before pdl_wait (position and
+// slot are step metadata, copied before the step's first kernel), overlapping the QKV GEMM's
+// tail. `paired`: qkv, the cache and the bias allow 4-byte BF16-pair accesses (i even, D/2 even).
 __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions,
-                                     const std::int32_t* slot_mapping, AttentionShape shape, float theta, bf16* k_cache,
-                                     bf16* v_cache, const bf16* bias) {
-  __shared__ float cos_t[kMaxHalfDim], sin_t[kMaxHalfDim];
-  const int t = blockIdx.x;
+                                     const std::int32_t* slot_mapping, int rows, int tokens_per_block,
+                                     AttentionShape shape, float theta, bf16* k_cache, bf16* v_cache, const bf16* bias,
+                                     bool paired) {
+  __shared__ float inv_freq[kMaxHalfDim];
+  __shared__ float cos_t[kRopeMaxTokens][kMaxHalfDim], sin_t[kRopeMaxTokens][kMaxHalfDim];
+  __shared__ std::int64_t slot_block[kRopeMaxTokens];
+  __shared__ int slot_offset[kRopeMaxTokens];
+  const int t0 = blockIdx.x * tokens_per_block;
+  const int tokens = min(tokens_per_block, rows - t0);
   const int d = shape.head_dim;
   const int half = d / 2;
-  const float position = static_cast<float>(positions[t]);
   // theta^(-2i/D) in double, rounded once to FP32: the FP32 angle position * inv_freq then matches
   // a CPU computing the same FP32 product (powf's 2-ulp error would be multiplied by the position).
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float inv_freq = static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d));
-    sincosf(position * inv_freq, &sin_t[i], &cos_t[i]);
+    inv_freq[i] = static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d));
   }
-  const int slot = slot_mapping[t];
+  for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
+    const int slot = slot_mapping[t0 + t];
+    slot_block[t] = slot >= 0 ? slot / shape.block_size : -1;
+    slot_offset[t] = slot >= 0 ? slot % shape.block_size : 0;
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < tokens * half; p += blockDim.x) {
+    const int t = p / half, i = p - t * half;
+    sincosf(static_cast<float>(positions[t0 + t]) * inv_freq[i], &sin_t[t][i], &cos_t[t][i]);
+  }
   __syncthreads();
   pdl_wait();
   pdl_trigger();
-  bf16* row = qkv + static_cast<std::int64_t>(t) * qkv_stride;
   const int rotated_heads = shape.heads + shape.kv_heads;
   const int head0 = blockIdx.y * kRopeHeadsPerBlock;
   const int heads_here = min(kRopeHeadsPerBlock, rotated_heads - head0);
-  const std::int64_t block = slot >= 0 ? slot / shape.block_size : 0;
-  const int offset = slot >= 0 ? slot % shape.block_size : 0;
-  for (int p = threadIdx.x; p < heads_here * half; p += blockDim.x) {
-    const int head = head0 + p / half;
-    const int i = p % half;
-    const float s = sin_t[i], c = cos_t[i];
-    bf16* h = row + head * d;
-    float a = __bfloat162float(h[i]);
-    float b = __bfloat162float(h[i + half]);
-    if (bias != nullptr) {
-      a += __bfloat162float(bias[head * d + i]);
-      b += __bfloat162float(bias[head * d + i + half]);
+  auto k_dst = [&](int t, int kvh) {
+    return k_cache + ((slot_block[t] * shape.kv_heads + kvh) * shape.block_size + slot_offset[t]) * d;
+  };
+  if (paired) {
+    // Work item: (token, head, pair of i): 4-byte loads and stores of (i, i + 1) and their partners.
+    const int words = half / 2;
+    const int per_token = heads_here * words;
+#pragma unroll 4
+    for (int p = threadIdx.x; p < tokens * per_token; p += blockDim.x) {
+      const int t = p / per_token, rem = p - t * per_token;
+      const int head = head0 + rem / words;
+      const int i = 2 * (rem % words);
+      bf16* h = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + head * d;
+      float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(h + i));
+      float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(h + i + half));
+      if (bias != nullptr) {
+        const float2 ba = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + head * d + i));
+        const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + head * d + i + half));
+        a.x += ba.x, a.y += ba.y, b.x += bb.x, b.y += bb.y;
+      }
+      const float c0 = cos_t[t][i], c1 = cos_t[t][i + 1], s0 = sin_t[t][i], s1 = sin_t[t][i + 1];
+      const __nv_bfloat162 ra = __floats2bfloat162_rn(a.x * c0 - b.x * s0, a.y * c1 - b.y * s1);
+      const __nv_bfloat162 rb = __floats2bfloat162_rn(b.x * c0 + a.x * s0, b.y * c1 + a.y * s1);
+      *reinterpret_cast<__nv_bfloat162*>(h + i) = ra;
+      *reinterpret_cast<__nv_bfloat162*>(h + i + half) = rb;
+      if (head >= shape.heads && slot_block[t] >= 0) {
+        bf16* dst = k_dst(t, head - shape.heads);
+        *reinterpret_cast<__nv_bfloat162*>(dst + i) = ra;
+        *reinterpret_cast<__nv_bfloat162*>(dst + i + half) = rb;
+      }
     }
-    const bf16 ra = __float2bfloat16_rn(a * c - b * s);
-    const bf16 rb = __float2bfloat16_rn(b * c + a * s);
-    h[i] = ra;
-    h[i + half] = rb;
-    if (head >= shape.heads && slot >= 0) {
-      const int kvh = head - shape.heads;
-      bf16* dst = k_cache + ((block * shape.kv_heads + kvh) * shape.block_size + offset) * d;
-      dst[i] = ra;
-      dst[i + half] = rb;
+  } else {
+    const int per_token = heads_here * half;
+    for (int p = threadIdx.x; p < tokens * per_token; p += blockDim.x) {
+      const int t = p / per_token, rem = p - t * per_token;
+      const int head = head0 + rem / half;
+      const int i = rem % half;
+      bf16* h = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + head * d;
+      float a = __bfloat162float(h[i]);
+      float b = __bfloat162float(h[i + half]);
+      if (bias != nullptr) {
+        a += __bfloat162float(bias[head * d + i]);
+        b += __bfloat162float(bias[head * d + i + half]);
+      }
+      const float c = cos_t[t][i], sn = sin_t[t][i];
+      const bf16 ra = __float2bfloat16_rn(a * c - b * sn);
+      const bf16 rb = __float2bfloat16_rn(b * c + a * sn);
+      h[i] = ra;
+      h[i + half] = rb;
+      if (head >= shape.heads && slot_block[t] >= 0) {
+        bf16* dst = k_dst(t, head - shape.heads);
+        dst[i] = ra;
+        dst[i + half] = rb;
+      }
     }
   }
-  if (slot < 0) return;
-  const bf16* v = row + rotated_heads * d;
-  for (int e = blockIdx.y * blockDim.x + threadIdx.x; e < shape.kv_heads * d; e += gridDim.y * blockDim.x) {
-    const int kvh = e / d;
-    const int j = e - kvh * d;
-    v_cache[((block * shape.kv_heads + kvh) * shape.block_size + offset) * d + j] =
-        bias == nullptr ? v[e]
-                        : __float2bfloat16_rn(__bfloat162float(v[e]) + __bfloat162float(bias[rotated_heads * d + e]));
+  // V: the groups (blockIdx.y) share each token's kv_heads x D values.
+  const int v_width = shape.kv_heads * d;
+  for (int t = 0; t < tokens; ++t) {
+    if (slot_block[t] < 0) continue;
+    const bf16* v = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + rotated_heads * d;
+    bf16* dst = v_cache + (slot_block[t] * shape.kv_heads * shape.block_size + slot_offset[t]) * d;
+    for (int e = blockIdx.y * blockDim.x + threadIdx.x; e < v_width; e += gridDim.y * blockDim.x) {
+      const int kvh = e / d;
+      const int j = e - kvh * d;
+      dst[static_cast<std::int64_t>(kvh) * shape.block_size * d + j] =
+          bias == nullptr
+              ? v[e]
+              : __float2bfloat16_rn(__bfloat162float(v[e]) + __bfloat162float(bias[rotated_heads * d + e]));
+    }
   }
 }
 
@@ -568,8 +622,13 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
                           cudaStream_t stream, const bf16* qkv_bias) {
   if (rows <= 0) return;
   const int groups = (shape.heads + shape.kv_heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
-  launch_kernel(rope_store_kv_kernel, dim3(rows, groups), 256, 0, stream, qkv, qkv_stride, positions, slot_mapping,
-                shape, rope_theta, k_cache, v_cache, qkv_bias);
+  // One token per block up to 1023 rows (decode, small chunks), then rows / 512 up to 16.
+  const int tokens_per_block = std::clamp(rows / 512, 1, kRopeMaxTokens);
+  const auto aligned4 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 4 == 0; };
+  const bool paired = qkv_stride % 2 == 0 && shape.head_dim % 4 == 0 && aligned4(qkv) && aligned4(k_cache) &&
+                      (qkv_bias == nullptr || aligned4(qkv_bias));
+  launch_kernel(rope_store_kv_kernel, dim3((rows + tokens_per_block - 1) / tokens_per_block, groups), 256, 0, stream, qkv, qkv_stride,
+                positions, slot_mapping, rows, tokens_per_block, shape, rope_theta, k_cache, v_cache, qkv_bias, paired);
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
