@@ -547,9 +547,10 @@ void test_prefill_attention() {
 void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int stride_pad = 16) {
   const AttentionShape shape{4, 2, head_dim, 16};
   const int D = shape.head_dim, stride = (shape.heads + 2 * shape.kv_heads) * D + stride_pad;
-  const std::string label = std::string(with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv") +
-                            (rows == 6 ? "" : " rows " + std::to_string(rows) + " D " + std::to_string(D) +
-                                                  (stride_pad % 2 ? " odd stride" : ""));
+  const std::string label =
+      std::string(with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv") +
+      (rows == 6 ? ""
+                 : " rows " + std::to_string(rows) + " D " + std::to_string(D) + (stride_pad % 2 ? " odd stride" : ""));
   const int num_blocks = std::max(8, (rows + 15) / 16 + 1);
   const float theta = 500000.0f;
   std::vector<std::int32_t> positions = {0, 1, 77, 4095, 8191, 131000};
@@ -933,11 +934,11 @@ void bench_prefill_step() {
   Dev<u16> qkv(static_cast<std::size_t>(kRows) * qkv_width), attn(static_cast<std::size_t>(kRows) * q_dim);
   for (Dev<u16>* d : {&x, &norm_w, &gu, &qkv}) fill_random_device(d->p, d->n);
   line("rmsnorm (x2)",
-       median_ms([&](int) { launch_rmsnorm(x.as<bf16>(), norm_w.as<bf16>(), kRows, kHidden, 1e-5f, xn.as<bf16>(), nullptr); },
-                 5),
+       median_ms(
+           [&](int) { launch_rmsnorm(x.as<bf16>(), norm_w.as<bf16>(), kRows, kHidden, 1e-5f, xn.as<bf16>(), nullptr); },
+           5),
        2.0 * kRows * kHidden * 2, 0, 2);
-  line("silu_mul",
-       median_ms([&](int) { launch_silu_mul(gu.as<bf16>(), kRows, kFfn, act.as<bf16>(), nullptr); }, 5),
+  line("silu_mul", median_ms([&](int) { launch_silu_mul(gu.as<bf16>(), kRows, kFfn, act.as<bf16>(), nullptr); }, 5),
        3.0 * kRows * kFfn * 2, 0, 1);
   // Each prompt's tokens in consecutive cache blocks; position = token index within its prompt.
   const int blocks_per_seq = kLen / shape.block_size;
@@ -972,8 +973,8 @@ void bench_prefill_step() {
   line("prefill attention",
        median_ms(
            [&](int) {
-             launch_prefill_attention(qkv.as<bf16>(), qkv_width, kc.as<bf16>(), vc.as<bf16>(), b, shape, attn.as<bf16>(),
-                                      q_dim, nullptr);
+             launch_prefill_attention(qkv.as<bf16>(), qkv_width, kc.as<bf16>(), vc.as<bf16>(), b, shape,
+                                      attn.as<bf16>(), q_dim, nullptr);
            },
            5),
        0, 4.0 * D * shape.heads * kSeqs * (static_cast<double>(kLen) * (kLen + 1) / 2), 1);
@@ -1001,9 +1002,10 @@ void bench_prefill_step() {
     for (float t : times) std::printf(" %.0f", t * 1e3);
     std::printf("\n");
   }
-  std::printf("sum per layer %.3f ms, x %d layers = %.1f ms (the step also runs the embedding gather and the LM head "
-              "on %d rows)\n",
-              layer_ms, kLayers, layer_ms * kLayers, kSeqs);
+  std::printf(
+      "sum per layer %.3f ms, x %d layers = %.1f ms (the step also runs the embedding gather and the LM head "
+      "on %d rows)\n",
+      layer_ms, kLayers, layer_ms * kLayers, kSeqs);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -120,8 +120,6 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
-constexpr int kMaxHalfDim = 128;  // head_dim <= 256
-
 constexpr int kRopeHeadsPerBlock = 8;
 constexpr int kRopeMaxTokens = 16;  // tokens per block at prefill sizes
 
@@ -138,28 +136,42 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
                                      const std::int32_t* slot_mapping, int rows, int tokens_per_block,
                                      AttentionShape shape, float theta, bf16* k_cache, bf16* v_cache, const bf16* bias,
                                      bool paired) {
-  __shared__ float inv_freq[kMaxHalfDim];
-  __shared__ float cos_t[kRopeMaxTokens][kMaxHalfDim], sin_t[kRopeMaxTokens][kMaxHalfDim];
   __shared__ std::int64_t slot_block[kRopeMaxTokens];
   __shared__ int slot_offset[kRopeMaxTokens];
   const int t0 = blockIdx.x * tokens_per_block;
   const int tokens = min(tokens_per_block, rows - t0);
   const int d = shape.head_dim;
   const int half = d / 2;
+  // Dynamic (rope_smem_bytes): a decode block asks for < 1 KB, so under programmatic launch it
+  // still fits beside the QKV GEMM's blocks and its set-up overlaps their tail (with 17 KB of
+  // static arrays batch-1 steps were ~50 us slower).
+  extern __shared__ float rope_smem[];
+  float* cos_base = rope_smem;                           // [tokens_per_block][half]
+  float* sin_base = cos_base + tokens_per_block * half;  // [tokens_per_block][half]
+  float* inv_freq = sin_base + tokens_per_block * half;  // [half]
+  auto cos_t = [&](int t) { return cos_base + t * half; };
+  auto sin_t = [&](int t) { return sin_base + t * half; };
   // theta^(-2i/D) in double, rounded once to FP32: the FP32 angle position * inv_freq then matches
   // a CPU computing the same FP32 product (powf's 2-ulp error would be multiplied by the position).
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    inv_freq[i] = static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d));
-  }
+  auto inverse_frequency = [&](int i) { return static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d)); };
   for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
     const int slot = slot_mapping[t0 + t];
     slot_block[t] = slot >= 0 ? slot / shape.block_size : -1;
     slot_offset[t] = slot >= 0 ? slot % shape.block_size : 0;
   }
-  __syncthreads();
-  for (int p = threadIdx.x; p < tokens * half; p += blockDim.x) {
-    const int t = p / half, i = p - t * half;
-    sincosf(static_cast<float>(positions[t0 + t]) * inv_freq[i], &sin_t[t][i], &cos_t[t][i]);
+  if (tokens_per_block == 1) {
+    // Decode: no shared inv_freq and no barrier in between (the chain before pdl_wait).
+    const float position = static_cast<float>(positions[t0]);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      sincosf(position * inverse_frequency(i), &sin_t(0)[i], &cos_t(0)[i]);
+    }
+  } else {
+    for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = inverse_frequency(i);
+    __syncthreads();
+    for (int p = threadIdx.x; p < tokens * half; p += blockDim.x) {
+      const int t = p / half, i = p - t * half;
+      sincosf(static_cast<float>(positions[t0 + t]) * inv_freq[i], &sin_t(t)[i], &cos_t(t)[i]);
+    }
   }
   __syncthreads();
   pdl_wait();
@@ -187,7 +199,7 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
         const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + head * d + i + half));
         a.x += ba.x, a.y += ba.y, b.x += bb.x, b.y += bb.y;
       }
-      const float c0 = cos_t[t][i], c1 = cos_t[t][i + 1], s0 = sin_t[t][i], s1 = sin_t[t][i + 1];
+      const float c0 = cos_t(t)[i], c1 = cos_t(t)[i + 1], s0 = sin_t(t)[i], s1 = sin_t(t)[i + 1];
       const __nv_bfloat162 ra = __floats2bfloat162_rn(a.x * c0 - b.x * s0, a.y * c1 - b.y * s1);
       const __nv_bfloat162 rb = __floats2bfloat162_rn(b.x * c0 + a.x * s0, b.y * c1 + a.y * s1);
       *reinterpret_cast<__nv_bfloat162*>(h + i) = ra;
@@ -211,7 +223,7 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
         a += __bfloat162float(bias[head * d + i]);
         b += __bfloat162float(bias[head * d + i + half]);
       }
-      const float c = cos_t[t][i], sn = sin_t[t][i];
+      const float c = cos_t(t)[i], sn = sin_t(t)[i];
       const bf16 ra = __float2bfloat16_rn(a * c - b * sn);
       const bf16 rb = __float2bfloat16_rn(b * c + a * sn);
       h[i] = ra;
@@ -233,9 +245,8 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
       const int kvh = e / d;
       const int j = e - kvh * d;
       dst[static_cast<std::int64_t>(kvh) * shape.block_size * d + j] =
-          bias == nullptr
-              ? v[e]
-              : __float2bfloat16_rn(__bfloat162float(v[e]) + __bfloat162float(bias[rotated_heads * d + e]));
+          bias == nullptr ? v[e]
+                          : __float2bfloat16_rn(__bfloat162float(v[e]) + __bfloat162float(bias[rotated_heads * d + e]));
     }
   }
 }
@@ -627,8 +638,10 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
   const auto aligned4 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 4 == 0; };
   const bool paired = qkv_stride % 2 == 0 && shape.head_dim % 4 == 0 && aligned4(qkv) && aligned4(k_cache) &&
                       (qkv_bias == nullptr || aligned4(qkv_bias));
-  launch_kernel(rope_store_kv_kernel, dim3((rows + tokens_per_block - 1) / tokens_per_block, groups), 256, 0, stream, qkv, qkv_stride,
-                positions, slot_mapping, rows, tokens_per_block, shape, rope_theta, k_cache, v_cache, qkv_bias, paired);
+  const std::size_t smem = (2 * static_cast<std::size_t>(tokens_per_block) + 1) * (shape.head_dim / 2) * sizeof(float);
+  launch_kernel(rope_store_kv_kernel, dim3((rows + tokens_per_block - 1) / tokens_per_block, groups), 256, smem, stream,
+                qkv, qkv_stride, positions, slot_mapping, rows, tokens_per_block, shape, rope_theta, k_cache, v_cache,
+                qkv_bias, paired);
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
