@@ -1,5 +1,7 @@
 #include "gpuscout/train/train_cost.hpp"
 
+#include <algorithm>
+
 namespace gpuscout::train {
 
 std::int64_t layer_matrix_params(const infer::TransformerConfig& m) {
@@ -7,14 +9,32 @@ std::int64_t layer_matrix_params(const infer::TransformerConfig& m) {
   return h * m.qkv_dim() + std::int64_t{m.q_dim()} * h + 3 * h * m.ffn_hidden;
 }
 
-TrainStepFlops train_step_flops(const TrainShape& s) {
+TrainStepFlops train_step_flops(const TrainShape& s, TrainAttention attention) {
   TrainStepFlops f;
   const double tokens = static_cast<double>(s.tokens());
   const double seq = s.seq;
   const double per_head = 4.0 * s.model.heads * s.model.head_dim;  // QK^T and PV, 2 FLOPs per multiply-add
+  const double sequences_layers = static_cast<double>(s.micro_batch) * s.layers;
   f.linear_forward = 2.0 * tokens * static_cast<double>(layer_matrix_params(s.model)) * s.layers;
-  f.attention_forward = per_head * seq * (seq + 1) / 2 * s.micro_batch * s.layers;
-  f.attention_forward_executed = per_head * seq * seq * s.micro_batch * s.layers;
+  f.attention_forward = per_head * seq * (seq + 1) / 2 * sequences_layers;
+  if (attention == TrainAttention::materialized) {
+    f.attention_executed = 3 * per_head * seq * seq * sequences_layers;
+    return f;
+  }
+  // Query-key pairs the tiles cover per (sequence, head). Forward: query tile i (rows from i x bq)
+  // runs the key tiles up to the end of its rows. Backward: 64 x 64 tiles on and below the diagonal,
+  // visited once by the dK/dV kernel and once by the dQ kernel.
+  const std::int64_t bq = flash_forward_query_tile(s.seq);
+  double forward_pairs = 0;
+  for (std::int64_t q0 = 0; q0 < s.seq; q0 += bq) {
+    const std::int64_t kv_end = std::min<std::int64_t>(q0 + bq, s.seq);
+    forward_pairs += static_cast<double>(bq) * kFlashKeyTile * ((kv_end + kFlashKeyTile - 1) / kFlashKeyTile);
+  }
+  static_assert(kFlashKeyTile == kFlashBackwardQueryTile, "the backward's tile count assumes square tiles");
+  const double n = (s.seq + kFlashKeyTile - 1) / kFlashKeyTile;
+  const double backward_pairs = static_cast<double>(kFlashKeyTile) * kFlashKeyTile * n * (n + 1) / 2;
+  // per_head / 2 FLOPs per pair and product (2 x heads x head_dim).
+  f.attention_executed = per_head / 2 * (2 * forward_pairs + 7 * backward_pairs) * sequences_layers;
   return f;
 }
 

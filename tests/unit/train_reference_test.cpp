@@ -116,15 +116,37 @@ TEST(TrainReference, RejectsImpossibleShapes) {
 // tiny, 2 layers, 2 sequences of 8: matrix params per layer = QKV 128 x (128 + 2 x 64) = 32768
 // + O 128 x 128 = 16384 + MLP 3 x 128 x 256 = 98304 -> 147456; linear forward = 2 x 16 tokens x
 // 147456 x 2 layers = 9437184; causal attention = 4 x 4 heads x 32 x (8 x 9 / 2 = 36) x 2 sequences
-// x 2 layers = 73728; the executed full square: 8 x 8 = 64 instead of 36 -> 131072.
+// x 2 layers = 73728. Executed, materialized: the full square, 8 x 8 = 64 pairs instead of 36, in
+// forward and backward: 3 x 131072. Flash: one 64 x 64 tile (zero-padded) per (sequence, head):
+// 2 forward + 7 backward products x 4096 pairs x 2 x 32 FLOPs x 4 heads x 2 sequences x 2 layers.
 TEST(TrainCost, FlopsMatchHandCount) {
-  const TrainStepFlops f = train_step_flops(tiny_shape(2, 2, 8));
+  const TrainStepFlops f = train_step_flops(tiny_shape(2, 2, 8), TrainAttention::materialized);
   EXPECT_EQ(layer_matrix_params(infer::TransformerConfig::tiny()), 147456);
   EXPECT_DOUBLE_EQ(f.linear_forward, 9437184.0);
   EXPECT_DOUBLE_EQ(f.attention_forward, 73728.0);
-  EXPECT_DOUBLE_EQ(f.attention_forward_executed, 131072.0);
+  EXPECT_DOUBLE_EQ(f.attention_executed, 3.0 * 131072.0);
   EXPECT_DOUBLE_EQ(f.step(), 3.0 * (9437184.0 + 73728.0));
   EXPECT_DOUBLE_EQ(f.step_executed(), 3.0 * (9437184.0 + 131072.0));
+  const TrainStepFlops flash = train_step_flops(tiny_shape(2, 2, 8), TrainAttention::flash);
+  EXPECT_DOUBLE_EQ(flash.step(), f.step());  // model FLOPs do not depend on the kernels
+  EXPECT_DOUBLE_EQ(flash.attention_executed, 9.0 * 4096 * 2 * 32 * 4 * 2 * 2);
+}
+
+// Flash at S = 4096 (a multiple of both tiles): the forward covers S(S + 128) / 2 pairs per
+// (sequence, head), the backward S(S + 64) / 2 twice; between the model's causal count and the
+// materialized square's 2x of it.
+TEST(TrainCost, FlashExecutedFollowsTheTiles) {
+  TrainShape s = tiny_shape(3, 2, 4096);
+  const double seq = 4096, per_pair = 2.0 * s.model.heads * s.model.head_dim * 2 * 3;  // heads, batch, layers
+  const TrainStepFlops flash = train_step_flops(s, TrainAttention::flash);
+  EXPECT_DOUBLE_EQ(flash.attention_executed, per_pair * (2 * seq * (seq + 128) / 2 + 7 * seq * (seq + 64) / 2));
+  const TrainStepFlops square = train_step_flops(s, TrainAttention::materialized);
+  EXPECT_GT(flash.attention_executed, 3 * flash.attention_forward);
+  EXPECT_LT(flash.attention_executed, square.attention_executed);
+  // A sequence that is not a multiple of the tiles pays for whole tiles.
+  s.seq = 4097;
+  EXPECT_GT(train_step_flops(s).attention_executed,
+            per_pair * (2 * 4097.0 * (4097 + 128) / 2 + 7 * 4097.0 * (4097 + 64) / 2));
 }
 
 // Megatron's count (Narayanan et al. 2021) for a GPT layer (MHA, 4h MLP = 8h^2 params like a gated
@@ -141,7 +163,7 @@ TEST(TrainCost, FullSquareMatchesMegatronFormula) {
   s.seq = 32;
   const double b = 2, seq = 32, layers = 3, h = 48;
   const double megatron = 72 * b * seq * layers * h * h * (1 + seq / (6 * h));
-  EXPECT_NEAR(train_step_flops(s).step_executed(), megatron, 1e-9 * megatron);
+  EXPECT_NEAR(train_step_flops(s, TrainAttention::materialized).step_executed(), megatron, 1e-9 * megatron);
 }
 
 // Llama-3.1-8B's layer shape, 4 layers, 4 x 4096 tokens.

@@ -230,8 +230,8 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
   s.layers = o.layers;
   s.micro_batch = micro_batch;
   s.seq = seq;
-  const core::TrainStepFlops flops = core::train_step_flops(s);
   const ct::TrainAttention attention = ct::default_train_attention();
+  const core::TrainStepFlops flops = core::train_step_flops(s, attention);
   const bool flash = attention == ct::TrainAttention::flash;
   const core::TrainStepMemory mem = core::train_step_memory(s, attention);
   Record r = make_record(
@@ -250,7 +250,8 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
        {"attention_detail",
         flash ? "flash attention (train_attention.cu): fused causal forward keeping each row's FP32 log-sum-exp, "
                 "backward recomputing P per 64 x 64 tile (dK/dV kernel per key tile, dQ kernel per query tile, no "
-                "atomics); executed_flops_per_step counts the materialized square"
+                "atomics); executed_flops_per_step counts the tiles these kernels multiply, the backward's recomputed "
+                "S and dP included"
               : "materialized scores: strided-batched cuBLASLt GEMMs over the full S x S square (twice the causal "
                 "FLOPs), FP32 scores, BF16 softmax probabilities kept for backward"},
        {"memory_bytes",
@@ -343,8 +344,9 @@ void step_case(const BenchEnv& env, std::vector<Record>& out, int micro_batch, i
       bench::rate_metric("throughput", "tokens/s", static_cast<double>(s.tokens()), times, "tokens per step / time"));
   r.metrics.push_back(bench::rate_metric("model_flops_rate", "TFLOP/s", flops.step() / 1e12, times,
                                          "model FLOPs per step (params: flops_formula) / step time"));
-  r.metrics.push_back(bench::rate_metric("executed_flops_rate", "TFLOP/s", flops.step_executed() / 1e12, times,
-                                         "FLOPs the GEMMs performed (full attention square) / step time"));
+  r.metrics.push_back(bench::rate_metric(
+      "executed_flops_rate", "TFLOP/s", flops.step_executed() / 1e12, times,
+      "FLOPs the GEMMs and attention kernels performed (params: executed_flops_per_step) / step time"));
   std::string mfu_text;
   const specs::GpuSpec* spec = env.device.spec;
   // "mfu" against the dense peak of the GEMMs' precision; FP8 records add the BF16-peak figure.

@@ -20,6 +20,7 @@
 
 #include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
+#include "gpuscout/train/train_cost.hpp"
 #include "kernel_util.cuh"
 
 namespace gpuscout::cuda::train {
@@ -40,6 +41,10 @@ using infer::flash::kLog2e;
 using infer::flash::kThreads;
 using infer::flash::kWarps;
 constexpr int kBm = 64;  // query rows per tile of the backward kernels (4 warps x 16)
+// The executed-FLOPs count of the train-step records (train_cost.hpp) assumes these tiles.
+static_assert(kBk == gpuscout::train::kFlashKeyTile && kBm == gpuscout::train::kFlashBackwardQueryTile);
+static_assert(infer::flash::ForwardTile<128, 1>::kBq == gpuscout::train::flash_forward_query_tile(64) &&
+              infer::flash::ForwardTile<128, 2>::kBq == gpuscout::train::flash_forward_query_tile(65));
 
 // R rows of D columns starting at src (row stride `stride` elements) into padded shared memory
 // (row stride D + 8); rows from `valid` on are zero-filled.
@@ -457,7 +462,7 @@ void launch_flash_attention_forward(const bf16* qkv, const FlashShape& shape, bf
       flash_forward_kernel<D, kM><<<grid, kThreads, T::kSmemBytes, stream>>>(qkv, shape, out, lse, scale_log2);
       GPUSCOUT_CUDA_CHECK_LAUNCH();
     };
-    if (shape.seq <= ForwardTile<D, 1>::kBq) {
+    if (gpuscout::train::flash_forward_query_tile(shape.seq) == ForwardTile<D, 1>::kBq) {
       launch(std::integral_constant<int, 1>{});
     } else {
       launch(std::integral_constant<int, 2>{});
