@@ -34,3 +34,14 @@ run_logged() {
   timeout "$limit" stdbuf -oL "$@" >"$dir/$name.txt" 2>&1
   echo "$name: exit $? ($(($(date +%s) - s)) s)" | tee -a "$summary"
 }
+
+# write_env FILE: the date, the GPUs' clocks, power and temperature, and the NCCL/NVSHMEM/torch
+# settings of the environment, the header every run's logs start with.
+write_env() {
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
+      --format=csv
+    env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
+  } >"$1" 2>&1
+}

@@ -10,12 +10,7 @@ out=${1:-${OUT:-out}}
 model=${2:-llama-3.1-8b}
 source bench/dist_env.sh
 mkdir -p "$out"
-{
-  echo "date: $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
-    --format=csv
-  env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
-} >"$out/env.txt" 2>&1
+write_env "$out/env.txt"
 run() { run_logged "$out" "$out/summary.txt" "$@"; }  # name, timeout, command...
 run engine_test 240 "$DIST/infer_engine_test"
 run kernels_test 180 "$DIST/infer_kernels_test"

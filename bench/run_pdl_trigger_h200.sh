@@ -4,6 +4,8 @@
 # wait (=0, the LATE build), each with the timed GEMM choice and with the skinny kernel forced for
 # every GEMM of <= 8 rows (GPUSCOUT_DECODE_GEMM=skinny), interleaved over two rounds; then the
 # knock-out of all four small-kernel groups for both extremes, and Qwen2.5-7B once each.
+# The experiment was reverted (1131ef2): build both binaries at d618fa8, the early one as is and
+# the late one with -DGPUSCOUT_PDL_EARLY_TRIGGER=0 for the two kernel files.
 # Usage (repository root on the GPU machine; both dists made here with scripts/make-device-dist.sh
 # plus tests/gpu binaries; LATE only needs infer_engine_test):
 #   DIST=.devdist-e LATE=.devdist-l bash bench/run_pdl_trigger_h200.sh OUTDIR
@@ -12,12 +14,7 @@ out=${1:-${OUT:-out}}
 LATE=${LATE:-.devdist-l}
 source bench/dist_env.sh
 mkdir -p "$out"
-{
-  echo "date: $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
-    --format=csv
-  env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
-} >"$out/env.txt" 2>&1
+write_env "$out/env.txt"
 run() { run_logged "$out" "$out/summary.txt" "$@"; }  # name, timeout, command...
 run engine_test 240 "$DIST/infer_engine_test"
 run kernels_test 180 "$DIST/infer_kernels_test"

@@ -266,6 +266,25 @@ void test_skinny_gemm() {
 
 // ---------------------------------------------------------------------------------------------
 // A paged KV cache with shuffled blocks, filled with random K and V for every sequence's context.
+// A batch's per-sequence arrays on the device and the AttentionBatch that points at them.
+struct DeviceBatch {
+  Dev<std::int32_t> q_start, q_len, context_len, tables;
+  AttentionBatch view{};
+  DeviceBatch(const std::vector<std::int32_t>& starts, const std::vector<std::int32_t>& lengths,
+              const std::vector<std::int32_t>& contexts, const std::vector<std::int32_t>& block_tables,
+              int max_blocks_per_seq, int max_context, int max_q_len)
+      : q_start(starts), q_len(lengths), context_len(contexts), tables(block_tables) {
+    view.q_start = q_start.p;
+    view.q_len = q_len.p;
+    view.context_len = context_len.p;
+    view.block_tables = tables.p;
+    view.max_blocks_per_seq = max_blocks_per_seq;
+    view.num_seqs = static_cast<int>(starts.size());
+    view.max_context = max_context;
+    view.max_q_len = max_q_len;
+  }
+};
+
 struct Paged {
   AttentionShape shape;
   int num_blocks = 0;
@@ -370,16 +389,9 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
   const auto q = random_bf16(static_cast<std::size_t>(rows) * q_stride);
   Dev<u16> dq(q), dk(p.k), dv(p.v), dout(static_cast<std::size_t>(rows) * out_stride);
   dout.upload(std::vector<u16>(dout.n, kPoison));
-  Dev<std::int32_t> dqs(b.q_start), dql(b.q_len), dctx(b.ctx), dtab(p.tables);
-  AttentionBatch batch;
-  batch.q_start = dqs.p;
-  batch.q_len = dql.p;
-  batch.context_len = dctx.p;
-  batch.block_tables = dtab.p;
-  batch.max_blocks_per_seq = p.max_blocks;
-  batch.num_seqs = seqs;
-  batch.max_context = max_ctx + 700;  // a loose bound, as with graph capture: extra splits must exit
-  batch.max_q_len = max_q;
+  // max_context: a loose bound, as with graph capture: extra splits must exit.
+  const DeviceBatch device_batch(b.q_start, b.q_len, b.ctx, p.tables, p.max_blocks, max_ctx + 700, max_q);
+  const AttentionBatch& batch = device_batch.view;
   if (decode) {
     // Zeroed once, as the engine does: each launch must leave its merge counters at zero, so the
     // second launch (into a re-poisoned output) is the one checked.
@@ -745,22 +757,14 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
     std::vector<std::int32_t> tables(perm.begin(), perm.end());
-    Dev<std::int32_t> dtab(tables);
-    Dev<std::int32_t> dqs(qs), dql(ql), dcl(cl);
     const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
     Dev<u16> q(static_cast<std::size_t>(batch_size) * q_stride), out(static_cast<std::size_t>(batch_size) * 4096);
     fill_random_device(q.p, q.n);
     const int max_context = std::max(c.hi, 2048);  // the engine's context class for 512..576
     Dev<unsigned char> ws(decode_attention_workspace_bytes(batch_size, shape.heads, shape.head_dim, max_context));
     CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
-    AttentionBatch b;
-    b.q_start = dqs.p;
-    b.q_len = dql.p;
-    b.context_len = dcl.p;
-    b.max_blocks_per_seq = blocks_per_seq;
-    b.num_seqs = batch_size;
-    b.max_context = max_context;
-    b.max_q_len = 1;
+    const DeviceBatch device_batch(qs, ql, cl, tables, blocks_per_seq, max_context, 1);
+    const AttentionBatch& b = device_batch.view;
     char context[32];
     std::snprintf(context, sizeof context, c.lo == c.hi ? "%d" : "%d..%d", c.lo, c.hi);
     std::printf("%6d %12s", batch_size, context);
@@ -770,7 +774,7 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
       const float ms = median_ms(
           [&](int i) {
             AttentionBatch bi = b;
-            bi.block_tables = dtab.p + static_cast<std::size_t>(i % sets) * batch_size * blocks_per_seq;
+            bi.block_tables = device_batch.tables.p + static_cast<std::size_t>(i % sets) * batch_size * blocks_per_seq;
             if (per_sm < 0) {
               launch_decode_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
                                       out.as<bf16>(), 4096, nullptr);
@@ -866,20 +870,11 @@ void bench() {
     std::vector<std::int32_t> table(blocks);
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
-    Dev<std::int32_t> dtab(table), dqs(std::vector<std::int32_t>{0}), dql(std::vector<std::int32_t>{q_len}),
-        dcl(std::vector<std::int32_t>{ctx});
+    const DeviceBatch device_batch({0}, {q_len}, {ctx}, table, blocks, ctx, q_len);
+    const AttentionBatch& b = device_batch.view;
     const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
     Dev<u16> q(static_cast<std::size_t>(q_len) * q_stride), out(static_cast<std::size_t>(q_len) * 4096);
     fill_random_device(q.p, q.n);
-    AttentionBatch b;
-    b.q_start = dqs.p;
-    b.q_len = dql.p;
-    b.context_len = dcl.p;
-    b.block_tables = dtab.p;
-    b.max_blocks_per_seq = blocks;
-    b.num_seqs = 1;
-    b.max_context = ctx;
-    b.max_q_len = q_len;
     const float ms = median_ms(
         [&](int) {
           launch_prefill_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape, out.as<bf16>(), 4096,
@@ -946,7 +941,7 @@ void bench_prefill_step() {
   for (int t = 0; t < kRows; ++t) positions[t] = t % kLen, slots[t] = t;
   std::iota(table.begin(), table.end(), 0);
   const std::size_t cache_elems = static_cast<std::size_t>(kRows) * shape.kv_heads * D;
-  Dev<std::int32_t> dpos(positions), dslot(slots), dtab(table);
+  Dev<std::int32_t> dpos(positions), dslot(slots);
   Dev<u16> kc(cache_elems), vc(cache_elems);
   const double rope_bytes = static_cast<double>(kRows) * D * 2 *
                             (2.0 * (shape.heads + shape.kv_heads) + shape.kv_heads + 2.0 * shape.kv_heads);
@@ -960,16 +955,8 @@ void bench_prefill_step() {
        rope_bytes, 0, 1);
   std::vector<std::int32_t> q_start(kSeqs), q_len(kSeqs, kLen), ctx(kSeqs, kLen);
   for (int s = 0; s < kSeqs; ++s) q_start[s] = s * kLen;
-  Dev<std::int32_t> dqs(q_start), dql(q_len), dcl(ctx);
-  AttentionBatch b;
-  b.q_start = dqs.p;
-  b.q_len = dql.p;
-  b.context_len = dcl.p;
-  b.block_tables = dtab.p;
-  b.max_blocks_per_seq = blocks_per_seq;
-  b.num_seqs = kSeqs;
-  b.max_context = kLen;
-  b.max_q_len = kLen;
+  const DeviceBatch device_batch(q_start, q_len, ctx, table, blocks_per_seq, kLen, kLen);
+  const AttentionBatch& b = device_batch.view;
   line("prefill attention",
        median_ms(
            [&](int) {
