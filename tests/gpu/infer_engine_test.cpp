@@ -5,10 +5,13 @@
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
-//                                     attribution only; the tokens are then meaningless)
+//                                     attribution of decode steps only; the tokens are then
+//                                     meaningless, and in prefill steps the GEMMs then read zeros,
+//                                     which on a power-capped GPU run faster than real data)
 //                                     start-up time, decode step time at batch 1/8/32 against the
-//                                     HBM roofline (copy bandwidth measured here), prefill of 8192
-//                                     tokens in TFLOP/s against a cuBLASLt 8192^3 BF16 GEMM
+//                                     HBM roofline (copy bandwidth measured here), prefill steps of
+//                                     1 x 8192 and 16 x 512 tokens in TFLOP/s against a cuBLASLt
+//                                     8192^3 BF16 GEMM
 //
 // Tolerance: the engine and the reference round to BF16 at the same points, so they differ only
 // by FP32 accumulation order (cuBLASLt tiles, split-K, flash-decoding's split softmax vs a plain

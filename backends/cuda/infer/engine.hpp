@@ -53,7 +53,9 @@ struct EngineOptions {
   bool fault_throws = true;
   // Timing attribution only (the tokens are then wrong): leave these per-layer kernels out of every
   // step, so that step-time differences give their cost in a real step (graph, PDL, neighbours)
-  // where no profiler that sees inside a graph is available. Bits of KnockOut.
+  // where no profiler that sees inside a graph is available. Bits of KnockOut. Memory-bound
+  // (decode) steps only: in a prefill step the GEMMs after a left-out kernel read zeros, which a
+  // power-capped GPU runs faster than real data (bench/NOTES.md, session 6).
   unsigned knock_out = 0;
 };
 
