@@ -17,7 +17,7 @@ write_env "$log.env"
   echo "== checks (new)"
   "$NEW/infer_kernels_test" | grep -E "decode|FAIL|PASSED"
   echo "== memcheck, decode kernels (new)"
-  timeout 200 compute-sanitizer --tool memcheck --kernel-name regex:decode --print-limit 20 \
+  timeout 200 compute-sanitizer --tool memcheck --kernel-name kns=decode --print-limit 20 \
     "$NEW/infer_kernels_test" --decode-only 2>&1 | tail -3
   for round in a b; do
     for v in OLD NEW; do

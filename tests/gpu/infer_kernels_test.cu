@@ -9,6 +9,8 @@
 //                                at 512..576 tokens for the Llama-3.1-8B and Qwen2.5-7B head shapes]
 //   infer_kernels_test --prefill-step-bench   the checks, then each kernel of a 16 x 512-token prefill
 //                                step of Llama-3.1-8B timed alone
+//   infer_kernels_test --decode-profile llama|qwen   no checks: decode attention at batch 32,
+//                                512..576 tokens, launched 3 times (for ncu --launch-skip 2)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -715,7 +717,9 @@ struct LtGemm {
 
 // Decode attention timings for one head shape: the automatic choice and each kernel (all_cases:
 // contexts up to 8k and 32k, else the engine benchmark's 512..576 steps only).
-void bench_decode_attention(const AttentionShape& shape, const char* name, bool all_cases) {
+// profile_batch > 0: only that batch at 512..576, the automatic choice launched 3 times untimed
+// (a target for ncu --launch-skip 2 --launch-count 1).
+void bench_decode_attention(const AttentionShape& shape, const char* name, bool all_cases, int profile_batch = 0) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("\n## decode attention (%s: %d heads, %d KV heads, D %d, block %d): K+V bytes / time\n", name,
@@ -730,6 +734,7 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
   };
   std::vector<DecodeCase> cases;
   for (const int batch_size : {1, 8, 32}) {
+    if (profile_batch > 0 && batch_size != profile_batch) continue;
     cases.push_back({batch_size, 512, 576});  // the engine benchmark's decode steps
     if (!all_cases) continue;
     for (const int ctx : {512, 1024, 2048, 4096, 8192}) cases.push_back({batch_size, ctx, ctx});
@@ -765,6 +770,13 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
     const DeviceBatch device_batch(qs, ql, cl, tables, blocks_per_seq, max_context, 1);
     const AttentionBatch& b = device_batch.view;
+    if (profile_batch > 0) {
+      for (int i = 0; i < 3; ++i)
+        launch_decode_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape, ws.p, out.as<bf16>(),
+                                4096, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      continue;
+    }
     char context[32];
     std::snprintf(context, sizeof context, c.lo == c.hi ? "%d" : "%d..%d", c.lo, c.hi);
     std::printf("%6d %12s", batch_size, context);
@@ -1099,6 +1111,13 @@ int main(int argc, char** argv) {
   try {
     cudaDeviceProp prop{};
     if (!start_gpu_test(prop)) return 77;
+    if (argc > 2 && std::strcmp(argv[1], "--decode-profile") == 0) {
+      // Launches only (no checks): batch 32 at 512..576 for the named head shape.
+      const bool qwen = std::strcmp(argv[2], "qwen") == 0;
+      bench_decode_attention(qwen ? AttentionShape{28, 4, 128, 16} : AttentionShape{32, 8, 128, 16},
+                             qwen ? "Qwen2.5-7B" : "Llama-3.1-8B", false, 32);
+      return 0;
+    }
     // --decode-only: just the decode attention cases (small enough for compute-sanitizer).
     const bool decode_only = argc > 1 && std::strcmp(argv[1], "--decode-only") == 0;
     if (!decode_only) {

@@ -385,20 +385,50 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();
         if (merging) {
           __threadfence();
-          for (int e = tid; e < group * D; e += kThreads) {
-            const int h = e / D;
-            float mx_all = -INFINITY;
-            for (int b = first_block; b <= last_block; ++b)
-              mx_all = fmaxf(mx_all, __ldcg(&ws.max_sum[((static_cast<std::int64_t>(b) + pair) * group + h) * 2]));
-            float total = 0.0f, acc = 0.0f;
-#pragma unroll 4
-            for (int b = first_block; b <= last_block; ++b) {
-              const std::int64_t part = static_cast<std::int64_t>(b) + pair;
-              const float w = exp2f(__ldcg(&ws.max_sum[(part * group + h) * 2]) - mx_all);
-              total = fmaf(w, __ldcg(&ws.max_sum[(part * group + h) * 2 + 1]), total);
-              acc = fmaf(w, __ldcg(&ws.acc[part * group * D + e]), acc);
+          // Part b of the pair is slot first_block + b + pair. First each head's max and weighted
+          // sum over the parts (a warp per head, lanes over the parts), into the V stage (free until
+          // the next iteration's barrier); then every element of the thread with all of a part's
+          // loads issued together. Merging element by element, with the max and the sums reloaded
+          // for each, made the merge a chain of 2 x group x parts dependent L2 round trips.
+          const int parts = last_block - first_block + 1;
+          const std::int64_t slot0 = static_cast<std::int64_t>(first_block) + pair;
+          float* head_max = reinterpret_cast<float*>(vs + stage * T::kElems);  // [kMaxGroup]
+          float* head_total = head_max + kMaxGroup;                            // [kMaxGroup]
+          for (int h = warp; h < group; h += kWarps) {
+            float mx = -INFINITY;
+            for (int b = lane; b < parts; b += 32) mx = fmaxf(mx, __ldcg(&ws.max_sum[((slot0 + b) * group + h) * 2]));
+#pragma unroll
+            for (int x = 16; x > 0; x /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+            float total = 0.0f;
+            for (int b = lane; b < parts; b += 32) {
+              const float* ms = &ws.max_sum[((slot0 + b) * group + h) * 2];
+              total = fmaf(exp2f(__ldcg(ms) - mx), __ldcg(ms + 1), total);
             }
-            dst[e] = __float2bfloat16_rn(acc / total);
+#pragma unroll
+            for (int x = 16; x > 0; x /= 2) total += __shfl_xor_sync(0xffffffffu, total, x);
+            if (lane == 0) head_max[h] = mx, head_total[h] = total;
+          }
+          __syncthreads();
+          constexpr int kPerThread = (kMaxGroup * D + kThreads - 1) / kThreads;
+          float acc[kPerThread];
+#pragma unroll
+          for (int i = 0; i < kPerThread; ++i) acc[i] = 0.0f;
+          for (int b = 0; b < parts; ++b) {
+            const std::int64_t part = slot0 + b;
+#pragma unroll
+            for (int i = 0; i < kPerThread; ++i) {
+              const int e = tid + i * kThreads;
+              if (e < group * D) {
+                const int h = e / D;
+                const float w = exp2f(__ldcg(&ws.max_sum[(part * group + h) * 2]) - head_max[h]);
+                acc[i] = fmaf(w, __ldcg(&ws.acc[part * group * D + e]), acc[i]);
+              }
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < kPerThread; ++i) {
+            const int e = tid + i * kThreads;
+            if (e < group * D) dst[e] = __float2bfloat16_rn(acc[i] / head_total[e / D]);
           }
         }
       }
