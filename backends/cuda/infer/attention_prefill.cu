@@ -101,7 +101,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Warps whose rows all lie past the chunk do no work (they still take part in the barriers).
   const bool warp_live = q0 + warp_row0 < q_len;
 
-  rows.run_tiles(load_kv, tiles, ks, vs, warp_live, warp_pos_first, warp_pos_last, scale_log2, lane);
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int buf = tile & 1;
+    if (tile + 1 < tiles) load_kv(tile + 1, buf ^ 1);
+    cp_async_commit();
+    const int key0 = tile * kBk;
+    // A live warp's tiles are a prefix in key order, from key 0.
+    if (warp_live && key0 <= warp_pos_last) {
+      rows.tile(ks + buf * T::kKv, vs + buf * T::kKv, key0, warp_pos_first, scale_log2, lane);
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+  }
   if (!warp_live) return;
 
   float l[kM][2];
@@ -110,8 +121,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int m = 0; m < kM; ++m) {
     const float inv_a = 1.0f / l[m][0], inv_b = 1.0f / l[m][1];
     const int row_a = q0 + warp_row0 + m * 16 + g, row_b = row_a + 8;
-    flash::store_fragment_rows<D>(rows.o[m], out + (q_row0 + row_a) * out_stride + h * D, row_a < q_len, inv_a,
-                                  out + (q_row0 + row_b) * out_stride + h * D, row_b < q_len, inv_b, tig);
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const int d = i * 8 + tig * 2;
+      if (row_a < q_len) {
+        *reinterpret_cast<__nv_bfloat162*>(out + (q_row0 + row_a) * out_stride + h * D + d) =
+            __floats2bfloat162_rn(rows.o[m][i][0] * inv_a, rows.o[m][i][1] * inv_a);
+      }
+      if (row_b < q_len) {
+        *reinterpret_cast<__nv_bfloat162*>(out + (q_row0 + row_b) * out_stride + h * D + d) =
+            __floats2bfloat162_rn(rows.o[m][i][2] * inv_b, rows.o[m][i][3] * inv_b);
+      }
+    }
   }
 }
 

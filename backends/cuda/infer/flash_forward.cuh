@@ -198,43 +198,6 @@ struct WarpRows {
       }
     }
   }
-
-  // The block's loop over its K/V tiles: tile t + 1 loads into the other buffer (load_kv(tile,
-  // buffer) issues its cp.async copies) while tile t is multiplied; tile 0 is in buffer 0 already.
-  // Every warp takes part in the barriers; a live warp multiplies the tiles up to its last row
-  // (positions: absolute, of its first and last query rows).
-  template <typename LoadKv>
-  __device__ __forceinline__ void run_tiles(LoadKv&& load_kv, int tiles, const bf16* ks, const bf16* vs, bool live,
-                                            int first_pos, int last_pos, float scale_log2, int lane) {
-    for (int t = 0; t < tiles; ++t) {
-      const int buf = t & 1;
-      if (t + 1 < tiles) load_kv(t + 1, buf ^ 1);
-      cp_async_commit();
-      const int key0 = t * kBk;
-      // A live warp's tiles are a prefix in key order, from key 0.
-      if (live && key0 <= last_pos) tile(ks + buf * T::kKv, vs + buf * T::kKv, key0, first_pos, scale_log2, lane);
-      cp_async_wait<0>();
-      __syncthreads();
-    }
-  }
 };
-
-// Stores rows g and g + 8 of an m16 tile of FP32 accumulators (acc[i][0..1]: row a, acc[i][2..3]:
-// row b, columns 8 i + 2 tig) as BF16 pairs, each row times its scale; a row that is not valid is
-// not written.
-template <int D>
-__device__ __forceinline__ void store_fragment_rows(const float (&acc)[D / 8][4], bf16* row_a, bool a_valid,
-                                                    float scale_a, bf16* row_b, bool b_valid, float scale_b, int tig) {
-#pragma unroll
-  for (int i = 0; i < D / 8; ++i) {
-    const int d = i * 8 + tig * 2;
-    if (a_valid) {
-      *reinterpret_cast<__nv_bfloat162*>(row_a + d) = __floats2bfloat162_rn(acc[i][0] * scale_a, acc[i][1] * scale_a);
-    }
-    if (b_valid) {
-      *reinterpret_cast<__nv_bfloat162*>(row_b + d) = __floats2bfloat162_rn(acc[i][2] * scale_b, acc[i][3] * scale_b);
-    }
-  }
-}
 
 }  // namespace gpuscout::cuda::infer::flash

@@ -159,7 +159,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp_pos_last = warp_pos_first + kRows - 1;
   const bool warp_live = warp_pos_first < seq;
 
-  rows.run_tiles(load_kv, tiles, ks, vs, warp_live, warp_pos_first, warp_pos_last, scale_log2, lane);
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int buf = tile & 1;
+    if (tile + 1 < tiles) load_kv(tile + 1, buf ^ 1);
+    cp_async_commit();
+    const int key0 = tile * kBk;
+    if (warp_live && key0 <= warp_pos_last) {
+      rows.tile(ks + buf * T::kKv, vs + buf * T::kKv, key0, warp_pos_first, scale_log2, lane);
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+  }
   if (!warp_live) return;
 
   const std::int64_t q_dim = shape.q_dim();
@@ -174,8 +184,18 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (row_a < seq) lse_h[row_a] = rows.row_max[m][0] * scale_log2 + __log2f(l[m][0]);
       if (row_b < seq) lse_h[row_b] = rows.row_max[m][1] * scale_log2 + __log2f(l[m][1]);
     }
-    infer::flash::store_fragment_rows<D>(rows.o[m], out + (row_base + row_a) * q_dim + h * D, row_a < seq, inv_a,
-                                         out + (row_base + row_b) * q_dim + h * D, row_b < seq, inv_b, tig);
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const int d = i * 8 + tig * 2;
+      if (row_a < seq) {
+        *reinterpret_cast<__nv_bfloat162*>(out + (row_base + row_a) * q_dim + h * D + d) =
+            __floats2bfloat162_rn(rows.o[m][i][0] * inv_a, rows.o[m][i][1] * inv_a);
+      }
+      if (row_b < seq) {
+        *reinterpret_cast<__nv_bfloat162*>(out + (row_base + row_b) * q_dim + h * D + d) =
+            __floats2bfloat162_rn(rows.o[m][i][2] * inv_b, rows.o[m][i][3] * inv_b);
+      }
+    }
   }
 }
 
@@ -298,10 +318,20 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   bf16* dk_out = dqkv + row_base * stride + k_col;
   bf16* dv_out = dk_out + shape.kv_dim();
-  infer::flash::store_fragment_rows<D>(dk, dk_out + key_a * stride, key_a < seq, scale, dk_out + key_b * stride,
-                                       key_b < seq, scale, tig);
-  infer::flash::store_fragment_rows<D>(dv, dv_out + key_a * stride, key_a < seq, 1.0f, dv_out + key_b * stride,
-                                       key_b < seq, 1.0f, tig);
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+    const int d = i * 8 + tig * 2;
+    if (key_a < seq) {
+      *reinterpret_cast<__nv_bfloat162*>(dk_out + key_a * stride + d) =
+          __floats2bfloat162_rn(dk[i][0] * scale, dk[i][1] * scale);
+      *reinterpret_cast<__nv_bfloat162*>(dv_out + key_a * stride + d) = __floats2bfloat162_rn(dv[i][0], dv[i][1]);
+    }
+    if (key_b < seq) {
+      *reinterpret_cast<__nv_bfloat162*>(dk_out + key_b * stride + d) =
+          __floats2bfloat162_rn(dk[i][2] * scale, dk[i][3] * scale);
+      *reinterpret_cast<__nv_bfloat162*>(dv_out + key_b * stride + d) = __floats2bfloat162_rn(dv[i][2], dv[i][3]);
+    }
+  }
 }
 
 template <int D>
@@ -388,8 +418,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   if (!warp_live) return;
   bf16* dq_out = dqkv + row_base * stride + h * D;
-  infer::flash::store_fragment_rows<D>(dq, dq_out + row_a * stride, row_a < seq, scale, dq_out + row_b * stride,
-                                       row_b < seq, scale, tig);
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+    const int d = i * 8 + tig * 2;
+    if (row_a < seq) {
+      *reinterpret_cast<__nv_bfloat162*>(dq_out + row_a * stride + d) =
+          __floats2bfloat162_rn(dq[i][0] * scale, dq[i][1] * scale);
+    }
+    if (row_b < seq) {
+      *reinterpret_cast<__nv_bfloat162*>(dq_out + row_b * stride + d) =
+          __floats2bfloat162_rn(dq[i][2] * scale, dq[i][3] * scale);
+    }
+  }
 }
 
 template <typename Kernel>
