@@ -3,6 +3,7 @@
 # against the binaries before them, in one call on one H200: kernel checks and prefill attention
 # timings (old, new, twice), train_step_test (new), the train-step benchmark at 4 x 4096 (old, new;
 # the new one also reports executed_flops_rate as the flash kernels' tiles).
+# The change was reverted (1aff96c): build NEW at 8789eeb, OLD at 958dd56, OLD_BIN at 7ce8fa3.
 # Usage there: OLD=.devdist-m OLD_BIN=.devdist NEW=.devdist-c bash bench/run_flash_helpers_h200.sh
 # (OLD: infer_kernels_test; OLD_BIN: gpuscout; NEW: gpuscout with lib/, infer_kernels_test,
 # train_step_test). Writes $OUT/flash.txt and $OUT/train-{old,new}.json.
