@@ -142,9 +142,9 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
   const int tokens = min(tokens_per_block, rows - t0);
   const int d = shape.head_dim;
   const int half = d / 2;
-  // Dynamic (rope_smem_bytes): a decode block asks for < 1 KB, so under programmatic launch it
-  // still fits beside the QKV GEMM's blocks and its set-up overlaps their tail (with 17 KB of
-  // static arrays batch-1 steps were ~50 us slower).
+  // Dynamic, sized by launch_rope_store_kv: a decode block asks for < 1 KB, so under programmatic
+  // launch it still fits beside the QKV GEMM's blocks and its set-up overlaps their tail (with
+  // 17 KB of static arrays batch-1 steps were 0.05-0.075 ms slower).
   extern __shared__ float rope_smem[];
   float* cos_base = rope_smem;                           // [tokens_per_block][half]
   float* sin_base = cos_base + tokens_per_block * half;  // [tokens_per_block][half]
