@@ -4,6 +4,7 @@
 # GemmRunner::tune does, with plain and with programmatic launches), compute-sanitizer memcheck of the kernel, the engine checks
 # with the runner's timed choice and with the kernel forced, then the engine's timing mode under
 # three ways of choosing its GEMMs (see below), interleaved, ROUNDS times.
+# Needs the binaries of commit 764e8fb (the experiment; reverted after it).
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_stream_gemv_h200.sh
 # DIST holds gpuscout (scripts/make-device-dist.sh) plus infer_gemm_test and infer_engine_test.
 # Writes $OUT/stream-gemv.txt.

@@ -1,21 +1,16 @@
-// The small-m decode GEMM (backends/cuda/infer/gemm_small_m.hpp) and the 1-row stream GEMV
-// (gemv_stream.hpp) against a CPU reference of the same BF16 inputs, and the GemmRunner that offers
-// them. Random inputs drawn fresh for every shape;
+// The small-m decode GEMM (backends/cuda/infer/gemm_small_m.hpp) against a CPU reference of the
+// same BF16 inputs, and the GemmRunner that offers it. Random inputs drawn fresh for every shape;
 // outputs poisoned (NaN) before each launch and a guard row past the output checked untouched, so
 // an element the kernel forgot to write, or one it wrote out of bounds, fails too.
 //   infer_gemm_test                 run the checks; exit 0 passed, 1 failed, 77 no GPU (CTest: skipped)
 //   infer_gemm_test --kernel-only   only the direct kernel checks (small enough for compute-sanitizer)
 //   infer_gemm_test --bench         also time it on the Llama-3.1-8B shapes against cuBLASLt
-//   infer_gemm_test --stream-bench  the checks, then the 1-row candidates on those shapes as tune
-//                                   times them, with plain and with programmatic launches
 //   infer_gemm_test --profile       only the gate_up shape at 32 rows, each variant and cuBLASLt (for ncu)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -24,7 +19,6 @@
 #include "bf16_test_util.hpp"
 #include "engine_gemm.hpp"
 #include "gemm_small_m.hpp"
-#include "gemv_stream.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/infer/weights.hpp"
 #include "kernels.hpp"
@@ -230,77 +224,6 @@ void test_small_m_kernel(bool quick) {
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
-// The stream GEMV (gemv_stream.hpp): shapes that give 32, 16, 4 and 1 W rows per stage, blocks of
-// one row (n below the SM count), a ring of 2 stages wrapping many times, the residual aliased to
-// the output; bit-identical repeats and a guard element past the output left untouched.
-void test_stream_gemv() {
-  struct Case {
-    int n, k, stages;
-  };
-  const Case cases[] = {{300, 4096, 0},  {1000, 14336, 0}, {130, 128, 0},   {7, 8, 0},
-                        {257, 16384, 0}, {5000, 4096, 2},  {4099, 1032, 3}, {6144, 4096, 0}};
-  cudaStream_t stream = nullptr;
-  CUDA_CHECK(cudaStreamCreate(&stream));
-  for (const Case& c : cases) {
-    const auto w = random_bf16(static_cast<std::size_t>(c.n) * c.k);
-    const auto x = random_bf16(static_cast<std::size_t>(c.k));
-    const auto residual = random_bf16(static_cast<std::size_t>(c.n), 4.0f);
-    Dev<u16> dw(w), dx(x), dy(static_cast<std::size_t>(c.n) + 8);
-    const Reference plain = reference(x, w, 1, c.n, c.k);
-    const Reference with_res = plus_residual(plain, residual);
-    for (bool accumulate : {false, true}) {
-      std::vector<u16> init(dy.n, kPoison);
-      if (accumulate) std::copy(residual.begin(), residual.end(), init.begin());
-      std::vector<u16> first;
-      bool deterministic = true, guard_ok = true, launched = true;
-      for (int rep = 0; rep < 2; ++rep) {
-        dy.upload(init);
-        launched = launch_stream_gemv(dx.as<bf16>(), 1, dw.as<bf16>(), c.n, c.k, accumulate ? dy.as<bf16>() : nullptr,
-                                      dy.as<bf16>(), stream, c.stages);
-        CUDA_CHECK(cudaGetLastError());
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        auto got = dy.download();
-        for (std::size_t i = static_cast<std::size_t>(c.n); i < got.size(); ++i)
-          guard_ok = guard_ok && got[i] == kPoison;
-        got.resize(static_cast<std::size_t>(c.n));
-        if (rep == 0) {
-          first = got;
-        } else {
-          deterministic = got == first;
-        }
-      }
-      const Reference& ref = accumulate ? with_res : plain;
-      const Verdict v = compare(first, ref);
-      char name[160];
-      std::snprintf(name, sizeof name, "stream_gemv n %5d k %5d stages %d%s", c.n, c.k, c.stages,
-                    accumulate ? " +residual" : "");
-      std::string detail = launched ? describe(v, first, ref) : "refused the launch";
-      if (!deterministic) detail += "; repeats differ";
-      if (!guard_ok) detail += "; wrote past the output";
-      report(name, launched && v.bad == 0 && deterministic && guard_ok, detail);
-    }
-  }
-  // Refusals: the launch says no, launches nothing.
-  {
-    Dev<u16> buf(static_cast<std::size_t>(2) * 20000 + 8);
-    const bf16* b = buf.as<bf16>();
-    struct Refusal {
-      const char* what;
-      const bf16* x;
-      int rows, n, k;
-    };
-    const Refusal refusals[] = {{"rows 2", b, 2, 64, 256}, {"rows 0", b, 0, 64, 256},
-                                {"k 100", b, 1, 64, 100},  {"k 16392", b, 1, 1, 16392},
-                                {"n 0", b, 1, 0, 256},     {"x not 16-byte aligned", b + 1, 1, 64, 256}};
-    for (const Refusal& r : refusals) {
-      const char* why = check_stream_gemv(r.x, r.rows, b, r.n, r.k);
-      const bool launched = launch_stream_gemv(r.x, r.rows, b, r.n, r.k, nullptr, buf.as<bf16>(), stream);
-      report(std::string("stream_gemv refuses ") + r.what, why != nullptr && !launched, why ? why : "accepted");
-    }
-  }
-  CUDA_CHECK(cudaStreamDestroy(stream));
-}
-
 // GemmRunner: tune at 9..64 rows on a decode-sized shape (where the small-m kernel should win),
 // then run() with and without the residual; whichever kernel tune chose must be right.
 void test_runner() {
@@ -320,17 +243,12 @@ void test_runner() {
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreate(&stream));
   Dev<u16> scratch_x(random_bf16(static_cast<std::size_t>(64) * k));
-  Dev<u16> scratch_y(static_cast<std::size_t>(64) * n), scratch_normed(static_cast<std::size_t>(64) * k);
-  // GPUSCOUT_STREAM_GEMV=1 (read when a runner is made): the stream GEMV at 1 row whatever its time.
-  setenv("GPUSCOUT_STREAM_GEMV", "1", 1);
-  GemmRunner forced(workspace.p, ws_bytes);
-  unsetenv("GPUSCOUT_STREAM_GEMV");
-  const int forced_cls = forced.add_class("o", n, k, ptrs);
-  auto check = [&](GemmRunner& r, int rc, int rows) {
+  Dev<u16> scratch_y(static_cast<std::size_t>(64) * n);
+  for (int rows : {9, 32, 33, 64}) {
     std::string line;
     {
       const ProgrammaticLaunchPause plain;
-      line = r.tune(rc, rows, scratch_x.as<bf16>(), scratch_normed.as<bf16>(), scratch_y.as<bf16>(), stream);
+      line = runner.tune(cls, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), stream);
     }
     const auto x = random_bf16(static_cast<std::size_t>(rows) * k);
     const auto residual = random_bf16(static_cast<std::size_t>(rows) * n, 4.0f);
@@ -339,25 +257,20 @@ void test_runner() {
     const Reference plain = reference(x, w[layer], rows, n, k);
     for (bool accumulate : {false, true}) {
       dy.upload(accumulate ? residual : std::vector<u16>(dy.n, kPoison));
-      r.run(rc, rows, dx.as<bf16>(), ptrs[layer], dy.as<bf16>(), accumulate, stream);
+      runner.run(cls, rows, dx.as<bf16>(), ptrs[layer], dy.as<bf16>(), accumulate, stream);
       CUDA_CHECK(cudaGetLastError());
       const auto got = dy.download();
       const Reference ref = accumulate ? plus_residual(plain, residual) : plain;
-      // Only cuBLASLt gets the second rounding: the other kernels add the residual in FP32.
-      const bool lt = r.last_tune_times().chosen == "cublaslt";
+      // Only cuBLASLt gets the second rounding: the small-m kernel adds the residual in FP32.
+      const bool lt = runner.last_tune_times().chosen == "cublaslt";
       const Verdict v = compare(got, ref, lt && accumulate);
       char name[160];
-      std::snprintf(name, sizeof name, "runner rows %2d %s%s", rows, r.last_tune_times().chosen.c_str(),
+      std::snprintf(name, sizeof name, "runner rows %2d %s%s", rows, runner.last_tune_times().chosen.c_str(),
                     accumulate ? " +residual" : "");
       report(name, v.bad == 0, describe(v, got, ref));
     }
     std::printf("  tune: %s\n", line.c_str());
-    return r.last_tune_times().chosen;
-  };
-  const std::string forced_choice = check(forced, forced_cls, 1);
-  report("runner with GPUSCOUT_STREAM_GEMV=1 chooses stream_gemv at 1 row", forced_choice == "stream_gemv",
-         forced_choice);
-  for (int rows : {1, 9, 32, 33, 64}) check(runner, cls, rows);
+  }
   CUDA_CHECK(cudaStreamDestroy(stream));
   for (auto* d : dw) delete d;
 }
@@ -436,8 +349,7 @@ void bench() {
     const std::size_t w_elems = static_cast<std::size_t>(s.out) * s.in;
     const double w_bytes = 2.0 * static_cast<double>(w_elems);
     const int copies = static_cast<int>(std::min<double>(8, std::max<double>(2, std::ceil(400e6 / w_bytes))));
-    Dev<u16> w(w_elems * copies), x(static_cast<std::size_t>(64) * s.in), xn(x.n),
-        y(static_cast<std::size_t>(64) * s.out);
+    Dev<u16> w(w_elems * copies), x(static_cast<std::size_t>(64) * s.in), y(static_cast<std::size_t>(64) * s.out);
     fill_random_kernel<<<4096, 256, 0, stream>>>(w.as<bf16>(), w.n, 1);
     fill_random_kernel<<<256, 256, 0, stream>>>(x.as<bf16>(), x.n, 2);
     CUDA_CHECK(cudaGetLastError());
@@ -450,7 +362,7 @@ void bench() {
                        static_cast<int>(GemmRunner::kSmallMCounterBytes / sizeof(unsigned)), workspace.as<float>(),
                        (ws_bytes - GemmRunner::kSmallMCounterBytes) / sizeof(float)};
     for (int rows : {8, 16, 32, 64}) {
-      const std::string line = runner.tune(cls, rows, x.as<bf16>(), xn.as<bf16>(), y.as<bf16>(), stream);
+      const std::string line = runner.tune(cls, rows, x.as<bf16>(), y.as<bf16>(), stream);
       const GemmRunner::TuneTimes t = runner.last_tune_times();
       double best = std::numeric_limits<double>::max();
       int best_split = 0, best_variant = 0;
@@ -507,92 +419,6 @@ void bench() {
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
-// The 1-row GEMM candidates on the Llama-3.1-8B shapes (`--stream-bench`) as GemmRunner::tune times
-// them (each call after an RMSNorm of its input, best of rounds rotating through W copies so W comes
-// from HBM): with plain launches, then under programmatic dependent launch, where a kernel that
-// loads weights before its wait (skinny, stream) overlaps the RMSNorm and cuBLASLt's does not; and
-// the stream GEMV's ring depth (6 by default, 4, 2) under programmatic launch.
-void bench_stream_gemv() {
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double copy_gbs = copy_rate_gbs();
-  std::printf("\n# 1-row GEMMs on %s (%d SMs): D2D copy %.0f GB/s (1 GiB, read+write, best of 5)\n", prop.name,
-              prop.multiProcessorCount, copy_gbs);
-  std::printf("# us per call, RMSNorm before each call included; copy_us: the W bytes at the copy rate\n");
-  std::printf("%-8s %6s %6s | %8s %8s %8s | %8s %8s %8s %8s %8s | %-12s | %8s\n", "shape", "out", "in", "lt", "skinny",
-              "stream", "pdl_lt", "pdl_skn", "pdl_str", "pdl_str4", "pdl_str2", "pdl chose", "copy_us");
-  struct BenchShape {
-    const char* name;
-    int out, in;
-  };
-  const BenchShape shapes[] = {{"qkv", 6144, 4096},
-                               {"o", 4096, 4096},
-                               {"gate_up", 28672, 4096},
-                               {"down", 4096, 14336},
-                               {"lm_head", 128256, 4096}};
-  cudaStream_t stream = nullptr;
-  CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  const std::size_t ws_bytes = 32ull << 20;
-  Dev<char> workspace(ws_bytes);
-  for (const BenchShape& s : shapes) {
-    const std::size_t w_elems = static_cast<std::size_t>(s.out) * s.in;
-    const double w_bytes = 2.0 * static_cast<double>(w_elems);
-    const int copies = static_cast<int>(std::min<double>(8, std::max<double>(2, std::ceil(400e6 / w_bytes))));
-    Dev<u16> w(w_elems * copies), x(static_cast<std::size_t>(s.in)), xn(x.n), y(static_cast<std::size_t>(s.out));
-    fill_random_kernel<<<4096, 256, 0, stream>>>(w.as<bf16>(), w.n, 1);
-    fill_random_kernel<<<64, 256, 0, stream>>>(x.as<bf16>(), x.n, 2);
-    CUDA_CHECK(cudaGetLastError());
-    std::vector<const void*> ptrs;
-    for (int c = 0; c < copies; ++c) ptrs.push_back(w.as<bf16>() + w_elems * c);
-    GemmRunner runner(workspace.p, ws_bytes);
-    const int cls = runner.add_class(s.name, s.out, s.in, ptrs);
-    GemmRunner::TuneTimes plain_times, pdl_times;
-    {
-      const ProgrammaticLaunchPause plain;
-      runner.tune(cls, 1, x.as<bf16>(), xn.as<bf16>(), y.as<bf16>(), stream);
-      plain_times = runner.last_tune_times();
-    }
-    set_programmatic_launch(true);
-    runner.tune(cls, 1, x.as<bf16>(), xn.as<bf16>(), y.as<bf16>(), stream);
-    pdl_times = runner.last_tune_times();
-    // The ring depth, timed the same way (x as the norm's weight, as tune does).
-    double depth_us[2] = {0, 0};
-    const int depths[2] = {4, 2};
-    for (int d = 0; d < 2; ++d) {
-      auto one = [&](int c) {
-        launch_rmsnorm(x.as<bf16>(), x.as<bf16>(), 1, s.in, 1e-5f, xn.as<bf16>(), stream);
-        launch_stream_gemv(xn.as<bf16>(), 1, static_cast<const bf16*>(ptrs[c]), s.out, s.in, nullptr, y.as<bf16>(),
-                           stream, depths[d]);
-      };
-      for (int c = 0; c < 2; ++c) one(c);
-      double best = std::numeric_limits<double>::max();
-      for (int round = 0; round < 5; ++round) {
-        CUDA_CHECK(cudaEventRecord(e0, stream));
-        for (int c = 0; c < copies; ++c) one(c);
-        CUDA_CHECK(cudaEventRecord(e1, stream));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        CUDA_CHECK(cudaGetLastError());
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        best = std::min(best, ms * 1e3 / copies);
-      }
-      depth_us[d] = best;
-    }
-    set_programmatic_launch(false);
-    std::printf("%-8s %6d %6d | %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %-12s | %8.1f\n", s.name, s.out,
-                s.in, plain_times.cublaslt_us, plain_times.skinny_us, plain_times.stream_gemv_us, pdl_times.cublaslt_us,
-                pdl_times.skinny_us, pdl_times.stream_gemv_us, depth_us[0], depth_us[1], pdl_times.chosen.c_str(),
-                w_bytes / (copy_gbs * 1e9) * 1e6);
-    std::fflush(stdout);
-  }
-  CUDA_CHECK(cudaEventDestroy(e0));
-  CUDA_CHECK(cudaEventDestroy(e1));
-  CUDA_CHECK(cudaStreamDestroy(stream));
-}
-
 // For Nsight Compute (`--profile`): the gate_up shape at 32 rows, each variant at split 1 twice,
 // then cuBLASLt's first heuristic candidate twice; inputs uploaded (no other kernels to filter).
 void profile() {
@@ -633,11 +459,9 @@ int main(int argc, char** argv) {
     }
     const bool kernel_only = argc > 1 && std::strcmp(argv[1], "--kernel-only") == 0;
     test_small_m_kernel(kernel_only);
-    test_stream_gemv();
     if (!kernel_only) test_runner();
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
-    if (argc > 1 && std::strcmp(argv[1], "--stream-bench") == 0) bench_stream_gemv();
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;

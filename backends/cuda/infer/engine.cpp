@@ -854,21 +854,19 @@ void CudaEngine::Impl::run_ranks(const char* what, int index, const std::functio
 }
 
 void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
-  // Candidates are timed in the engine's own launch mode, each after an RMSNorm (GemmRunner::tune):
-  // what a GEMM overlaps under programmatic launch is part of its cost in a step.
+  // Candidates are timed as plain launches. Under programmatic launch, back-to-back calls of one
+  // skinny kernel overlap (each loads its weights while the previous finishes), an overlap a step
+  // never offers it: on the H200 the skinny gate/up GEMM won such a timing by 0.1 us and then cost
+  // ~0.47 ms per batch-1 step (bench/NOTES.md, session 3).
+  const ProgrammaticLaunchPause plain_launches;
   // Random inputs (not zeros: they run faster than real data) for the timed GEMMs.
   const std::int64_t n =
       static_cast<std::int64_t>(buckets.back()) * std::max({cfg.hidden, 2 * r.shard.ffn, r.shard.q_dim});
   launch_init_weights(r.gu, opt.weight_seed + 7, WeightKind::embedding, 0, 1, 0, 1, 0, n, r.stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
-  // The RMSNorm's output goes to act ([rows_cap, ffn]); the widest input it must hold is bucket x in.
-  const std::int64_t widest_in = std::max({cfg.hidden, r.shard.ffn, r.shard.q_dim});
-  if (static_cast<std::int64_t>(buckets.back()) * widest_in > static_cast<std::int64_t>(rows_cap) * r.shard.ffn) {
-    throw std::logic_error("engine: the activation buffer cannot hold the GEMM tuning's normalized input");
-  }
   for (int b : buckets) {
     for (int cls : {r.g_qkv, r.g_o, r.g_gate_up, r.g_down, r.g_lm}) {
-      lines.push_back(r.gemm->tune(cls, b, r.gu, r.act, r.logits, r.stream));
+      lines.push_back(r.gemm->tune(cls, b, r.gu, r.logits, r.stream));
     }
   }
   GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <stdexcept>
 
 #include "gpuscout/cuda/check.hpp"
@@ -38,7 +37,10 @@ struct GemmRunner::Class {
 struct GemmRunner::Plan {
   lt::MatrixLayout a, b, d;
   std::vector<cublasLtMatmulHeuristicResult_t> algos;
-  Choice chosen;
+  int chosen = 0;         // index into algos
+  bool skinny = false;    // launch_skinny_gemm instead
+  int small_m_split = 0;  // > 0: launch_small_m_gemm with this k-split instead
+  int small_m_variant = 0;
 };
 
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
@@ -50,11 +52,6 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
       workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
   const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
-  if (const char* how = std::getenv("GPUSCOUT_GEMM_TUNE")) tune_alone_ = std::strcmp(how, "alone") == 0;
-  if (const char* stream_gemv = std::getenv("GPUSCOUT_STREAM_GEMV")) {
-    if (std::strcmp(stream_gemv, "0") == 0) stream_gemv_ = StreamGemv::off;
-    if (std::strcmp(stream_gemv, "1") == 0) stream_gemv_ = StreamGemv::forced;
-  }
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
     small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));
@@ -128,33 +125,26 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
   return ref;
 }
 
-void GemmRunner::launch(const Class& c, const Plan& p, const Choice& choice, int rows, const bf16* x, const void* w,
-                        bf16* y, bool accumulate, cudaStream_t stream) {
-  using K = Choice::Kernel;
+void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split,
+                        int small_m_variant, int rows, const bf16* x, const void* w, bf16* y, bool accumulate,
+                        cudaStream_t stream) {
   const bf16* residual = accumulate ? y : nullptr;
-  const auto* w_bf16 = static_cast<const bf16*>(w);
-  if (choice.kernel == K::small_m && !c.fp8() &&
-      launch_small_m_gemm(x, rows, w_bf16, c.out, c.in, choice.split, residual, y, small_m_ws_, stream,
-                          choice.variant)) {
+  if (small_m_split > 0 && !c.fp8() &&
+      launch_small_m_gemm(x, rows, static_cast<const bf16*>(w), c.out, c.in, small_m_split, residual, y, small_m_ws_,
+                          stream, small_m_variant)) {
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     return;
   }
-  if (choice.kernel == K::stream_gemv && !c.fp8() &&
-      launch_stream_gemv(x, rows, w_bf16, c.out, c.in, residual, y, stream)) {
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  if (choice.kernel == K::skinny && c.fp8()) {
+  if (skinny && c.fp8()) {
     launch_skinny_gemm_fp8(x, rows, static_cast<const std::uint8_t*>(w), c.fp8_scale, c.out, c.in, residual, y, stream);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     return;
   }
-  if (choice.kernel == K::skinny) {
-    launch_skinny_gemm(x, rows, w_bf16, c.out, c.in, residual, y, stream);
+  if (skinny) {
+    launch_skinny_gemm(x, rows, static_cast<const bf16*>(w), c.out, c.in, residual, y, stream);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     return;
   }
-  const int algo_index = choice.kernel == K::cublaslt ? choice.algo : 0;
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto& h = p.algos[static_cast<std::size_t>(algo_index)];
   if (!c.fp8()) {
@@ -177,38 +167,28 @@ void GemmRunner::launch(const Class& c, const Plan& p, const Choice& choice, int
 void GemmRunner::run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream) {
   if (rows <= 0) return;
   const Plan& p = plan(cls, rows);
-  launch(*classes_[cls], p, p.chosen, rows, x, w, y, accumulate, stream);
+  launch(*classes_[cls], p, p.chosen, p.skinny, p.small_m_split, p.small_m_variant, rows, x, w, y, accumulate, stream);
 }
 
-std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* normed_scratch, bf16* y_scratch,
-                             cudaStream_t stream) {
+std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream) {
   Plan& p = plan(cls, rows);
   const Class& c = *classes_[cls];
   const int rotation = std::min<int>(kMaxRotation, static_cast<int>(c.weights.size()));
   cudaEvent_t start = nullptr, stop = nullptr;
   GPUSCOUT_CUDA_CHECK(cudaEventCreate(&start));
   GPUSCOUT_CUDA_CHECK(cudaEventCreate(&stop));
-  // Per-call time of one candidate after an RMSNorm of its input (x_scratch's first row serves as
-  // the norm's weight): best of a few rounds, each cycling through `rotation` weights (distinct
-  // layers) so each call reads its weight from HBM, as in a real step. In a decode step every GEMM
-  // follows a small kernel, and under programmatic launch a GEMM that loads weights before its
-  // griddepcontrol.wait (the skinny and stream kernels; cuBLASLt's do not) overlaps that kernel:
-  // on the H200 an RMSNorm added 3.4-7 us before cuBLASLt's 1-row GEMMs and ~1.2 us before the
-  // skinny kernel (bench/NOTES.md, session 7). Back-to-back launches of one GEMM would instead
-  // overlap each call with the previous one's tail, which no step offers (session 3).
-  // GPUSCOUT_GEMM_TUNE=alone: the way of sessions 1-6 (each candidate alone, plain launches), for A/B.
-  std::optional<ProgrammaticLaunchPause> alone;
-  if (tune_alone_) alone.emplace();
-  auto chain = [&](const Choice& choice, const void* w) {
-    if (!tune_alone_) launch_rmsnorm(x_scratch, x_scratch, rows, c.in, 1e-5f, normed_scratch, stream);
-    launch(c, p, choice, rows, tune_alone_ ? x_scratch : normed_scratch, w, y_scratch, false, stream);
-  };
-  auto time_us = [&](const Choice& choice) {
-    for (int i = 0; i < 2; ++i) chain(choice, c.weights[i % rotation]);
+  // Per-call time of one candidate: best of a few rounds, each cycling through `rotation` weights
+  // (distinct layers) so each call reads its weight from HBM, as in a real step.
+  auto time_us = [&](int algo, bool skinny, int small_m_split = 0, int small_m_variant = 0) {
+    for (int i = 0; i < 2; ++i)
+      launch(c, p, algo, skinny, small_m_split, small_m_variant, rows, x_scratch, c.weights[i % rotation], y_scratch,
+             false, stream);
     float best = std::numeric_limits<float>::max();
     for (int round = 0; round < kTimedRounds; ++round) {
       GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, stream));
-      for (int i = 0; i < rotation; ++i) chain(choice, c.weights[i]);
+      for (int i = 0; i < rotation; ++i)
+        launch(c, p, algo, skinny, small_m_split, small_m_variant, rows, x_scratch, c.weights[i], y_scratch, false,
+               stream);
       GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop, stream));
       GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0;
@@ -217,14 +197,13 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* nor
     }
     return static_cast<double>(best);
   };
-  using K = Choice::Kernel;
   double best_lt = std::numeric_limits<double>::max();
   int best_algo = 0;
   for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
     double t = 0;
     try {
-      t = time_us(Choice{K::cublaslt, a});
+      t = time_us(a, false);
     } catch (const CudaError&) {
       continue;
     }
@@ -239,7 +218,10 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* nor
     throw std::runtime_error(
         fmt::format("none of the {} cuBLASLt algorithms for the {} GEMM (m={}) ran", p.algos.size(), c.name, rows));
   }
-  p.chosen = Choice{K::cublaslt, best_algo};
+  p.chosen = best_algo;
+  p.skinny = false;
+  p.small_m_split = 0;
+  p.small_m_variant = 0;
   last_tune_ = TuneTimes{};
   last_tune_.cublaslt_us = best_lt;
   last_tune_.chosen = "cublaslt";
@@ -260,37 +242,19 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* nor
   }
   std::string line;
   if (rows <= kSkinnyMaxRows) {
-    const double skinny = time_us(Choice{K::skinny});
+    const double skinny = time_us(0, true);
     last_tune_.skinny_us = skinny;
-    double best = best_lt;
-    if (skinny < best) {
-      best = skinny;
-      p.chosen = Choice{K::skinny};
-      last_tune_.chosen = "skinny";
-    }
-    bool stream_ok = stream_gemv_ != StreamGemv::off && !c.fp8();
-    for (const void* w : c.weights)
-      stream_ok = stream_ok && check_stream_gemv(x_scratch, rows, w, c.out, c.in) == nullptr;
-    std::string stream_part;
-    if (stream_ok) {
-      const double stream_us = time_us(Choice{K::stream_gemv});
-      last_tune_.stream_gemv_us = stream_us;
-      if (stream_us < best || stream_gemv_ == StreamGemv::forced) {
-        best = stream_us;
-        p.chosen = Choice{K::stream_gemv};
-        last_tune_.chosen = "stream_gemv";
-      }
-      stream_part = fmt::format(", stream_gemv {:.1f} us{}", stream_us,
-                                stream_gemv_ == StreamGemv::forced ? " (forced by GPUSCOUT_STREAM_GEMV=1)" : "");
-    }
-    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us; cublaslt {:.1f} us ({} candidates), skinny {:.1f} us{}", c.name,
-                       rows, c.out, c.in, last_tune_.chosen, best, best_lt, p.algos.size(), skinny, stream_part);
+    p.skinny = skinny < best_lt;
+    if (p.skinny) last_tune_.chosen = "skinny";
+    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates)", c.name, rows, c.out,
+                       c.in, p.skinny ? "skinny" : "cublaslt", p.skinny ? skinny : best_lt,
+                       p.skinny ? "cublaslt" : "skinny", p.skinny ? best_lt : skinny, p.algos.size());
   } else if (!splits.empty()) {
     double best_small = std::numeric_limits<double>::max();
     int best_split = 0, best_variant = 0;
     for (int v = 0; v < kSmallMVariants; ++v) {
       for (int s : splits) {
-        const double t = time_us(Choice{K::small_m, 0, s, v});
+        const double t = time_us(0, false, s, v);
         if (t < best_small) {
           best_small = t;
           best_split = s;
@@ -303,7 +267,8 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* nor
     last_tune_.small_m_variant = best_variant;
     const bool small = best_small < best_lt;
     if (small) {
-      p.chosen = Choice{K::small_m, 0, best_split, best_variant};
+      p.small_m_split = best_split;
+      p.small_m_variant = best_variant;
       last_tune_.chosen = "small_m";
     }
     const std::string small_name = fmt::format("small_m ({}, split {})", small_m_variant_name(best_variant),

@@ -1,8 +1,7 @@
 #pragma once
 // The serving engine's GEMMs: y[rows, out] = x[rows, in] W^T (+ y) with W [out, in] row-major,
-// BF16 in and out, FP32 accumulation, through cuBLASLt, or through launch_skinny_gemm (rows <= 8),
-// launch_stream_gemv (BF16, 1 row) or launch_small_m_gemm (BF16, 9..64 rows) where that was faster
-// when timed. One runner per GPU;
+// BF16 in and out, FP32 accumulation, through cuBLASLt, or through launch_skinny_gemm (rows <= 8)
+// or launch_small_m_gemm (BF16, 9..64 rows) where that was faster when timed. One runner per GPU;
 // not thread-safe (each rank's thread owns its own).
 //
 // cuBLASLt is column-major: the row-major y[rows, out] is the column-major D[out, rows] (ld out),
@@ -28,7 +27,6 @@
 #include <cuda_runtime_api.h>
 
 #include "gemm_small_m.hpp"
-#include "gemv_stream.hpp"
 #include "gpuscout/cuda/cublaslt.hpp"
 #include "kernels.hpp"
 
@@ -56,28 +54,22 @@ class GemmRunner {
   void run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
   // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows, the
-  // stream GEMV for BF16 classes at 1 row, the small-m kernel's variants at each split it accepts
-  // for BF16 classes with kSkinnyMaxRows < rows <= kSmallMMaxRows) for this class and row count,
-  // keeps the fastest for later run() calls and says what it chose. x_scratch holds >= rows * in
-  // random BF16 values, normed_scratch room for rows * in, y_scratch for rows * out. Each candidate
-  // is timed after an RMSNorm of x_scratch into normed_scratch, in the calling thread's launch mode
-  // (programmatic or plain), as a decode step runs it; the times include that RMSNorm. The small-m
-  // kernel is a candidate only with GPUSCOUT_SMALL_M_GEMM=1 in the environment (read at
+  // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=
+  // kSmallMMaxRows) for this class and row count, keeps the fastest for later run() calls and says
+  // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
+  // The small-m kernel is a candidate only with GPUSCOUT_SMALL_M_GEMM=1 in the environment (read at
   // construction): on the H200 it lost to cuBLASLt at every shape (bench/NOTES.md, session 5) and
   // timing its variants doubled the engine's start-up.
-  std::string tune(int cls, int rows, const bf16* x_scratch, bf16* normed_scratch, bf16* y_scratch,
-                   cudaStream_t stream);
+  std::string tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream);
 
-  // The per-call times (us, RMSNorm included) the last tune() measured; < 0 where a kernel was not
-  // a candidate.
+  // The per-call times (us) the last tune() measured; < 0 where a kernel was not a candidate.
   struct TuneTimes {
     double cublaslt_us = -1;  // the best heuristic candidate
     double skinny_us = -1;
     double small_m_us = -1;  // the best variant and split
     int small_m_split = 0;
     int small_m_variant = 0;
-    double stream_gemv_us = -1;
-    std::string chosen;  // "cublaslt", "skinny", "small_m" or "stream_gemv"
+    std::string chosen;  // "cublaslt", "skinny" or "small_m"
   };
   const TuneTimes& last_tune_times() const { return last_tune_; }
 
@@ -87,17 +79,9 @@ class GemmRunner {
   struct Class;
   struct Plan;
   Plan& plan(int cls, int rows);
-  // Which kernel runs a class at a row count.
-  struct Choice {
-    enum class Kernel { cublaslt, skinny, small_m, stream_gemv };
-    Kernel kernel = Kernel::cublaslt;
-    int algo = 0;     // cuBLASLt: index into the plan's heuristic candidates
-    int split = 0;    // small_m: k-split
-    int variant = 0;  // small_m: variant
-  };
-  // Falls back to cuBLASLt's algorithm 0 where the small-m or stream kernel refuses the call.
-  void launch(const Class& c, const Plan& p, const Choice& choice, int rows, const bf16* x, const void* w, bf16* y,
-              bool accumulate, cudaStream_t stream);
+  // small_m_split > 0: launch_small_m_gemm with that split and variant (cuBLASLt if it refuses).
+  void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
+              int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
   lt::Handle lt_;
   lt::MatmulDesc desc_;
@@ -110,12 +94,6 @@ class GemmRunner {
   std::size_t workspace_bytes_;  // cuBLASLt's part
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
-  // GPUSCOUT_STREAM_GEMV: unset, a candidate at 1 row; "0" never; "1" chosen whenever it accepts
-  // the call (A/B runs of the engine).
-  enum class StreamGemv { timed, off, forced } stream_gemv_ = StreamGemv::timed;
-  // GPUSCOUT_GEMM_TUNE=alone: tune() times each candidate alone with plain launches (no RMSNorm
-  // before it), as before session 7; for A/B runs.
-  bool tune_alone_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unordered_map<std::int64_t, std::unique_ptr<Plan>> plans_;
