@@ -3,7 +3,8 @@
 //   infer_engine_test                 tiny model, TP1 (and TP2 when 2 GPUs are visible): the same
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
-//   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--knock-out norms,rope,attention,silu]
+//   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning]
+//                     [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -87,6 +88,14 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   eo.cuda_graphs = graphs;
   auto engine = ci::CudaEngine::create(cfg, eo);
   engine->keep_logits(true);
+  // With graphs the engine times its decode attention plans (one line per bucket and context
+  // class, each naming the plan it kept); the graphs this scenario replays use them.
+  const auto& attention = engine->info().attention_choices;
+  int setup_failures = 0;
+  if (graphs == attention.empty()) {
+    fmt::print("  attention plans: {} lines with graphs {}: FAIL\n", attention.size(), graphs ? "on" : "off");
+    ++setup_failures;
+  }
   gi::ReferenceOptions ro;
   ro.kv_block_size = 16;
   ro.kv_blocks = sc.num_blocks;
@@ -171,7 +180,7 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
       sc.name, std::string(fp8 ? " FP8" : "") + (cfg.qkv_bias ? " QKV-bias" : ""), gpus.size(), graphs ? "on" : "off",
       t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2, t.ties, t.failures,
       t.failures == 0 ? "PASS" : "FAIL");
-  return t.failures == 0 ? 0 : 1;
+  return t.failures == 0 && setup_failures == 0 ? 0 : 1;
 }
 
 // TP2 with a rank that fails (throws) or hangs (skips its part of a step, leaving its peer in the
@@ -344,7 +353,14 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool fp8) {
+struct BenchFlags {
+  int tp = 1;
+  bool pdl = true, fp8 = false, tune_attention = true;
+  unsigned knock_out = 0;
+};
+
+int bench(const std::string& model, const BenchFlags& flags) {
+  const int tp = flags.tp;
   const auto catalog = gpuscout::workloads::ModelCatalog::load(gpuscout::data::DataSource::embedded());
   const gi::TransformerConfig cfg = gi::TransformerConfig::from_model(catalog.get(model));
   cudaDeviceProp prop{};
@@ -359,10 +375,13 @@ int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool f
   for (int i = 0; i < tp; ++i) eo.gpus.push_back(i);
   eo.max_step_tokens = 8192;
   eo.max_running = 64;
-  eo.programmatic_launch = pdl;
-  eo.knock_out = knock_out;
-  eo.fp8_weights = fp8;
-  if (knock_out != 0) fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", knock_out);
+  eo.programmatic_launch = flags.pdl;
+  eo.knock_out = flags.knock_out;
+  eo.fp8_weights = flags.fp8;
+  eo.tune_attention = flags.tune_attention;
+  if (flags.knock_out != 0) {
+    fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", flags.knock_out);
+  }
   const auto t0 = Clock::now();
   auto engine = ci::CudaEngine::create(cfg, eo);
   const double startup = seconds_since(t0);
@@ -374,6 +393,7 @@ int bench(const std::string& model, int tp, bool pdl, unsigned knock_out, bool f
       info.kv_blocks, info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
       info.programmatic_launch ? "on" : "off");
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
+  for (const auto& line : info.attention_choices) fmt::print("  attention {}\n", line);
 
   const double kv_per_token = static_cast<double>(cfg.kv_bytes_per_token(2)) / tp;
   std::uint64_t next_id = 1;
@@ -472,15 +492,14 @@ int main(int argc, char** argv) {
   }
   try {
     std::string model;
-    int tp = 1;
-    bool pdl = true, fp8 = false;
-    unsigned knock_out = 0;
+    BenchFlags flags;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--bench" && i + 1 < argc) model = argv[++i];
-      if (a == "--tp" && i + 1 < argc) tp = std::stoi(argv[++i]);
-      if (a == "--no-pdl") pdl = false;
-      if (a == "--fp8") fp8 = true;
+      if (a == "--tp" && i + 1 < argc) flags.tp = std::stoi(argv[++i]);
+      if (a == "--no-pdl") flags.pdl = false;
+      if (a == "--fp8") flags.fp8 = true;
+      if (a == "--no-attention-tuning") flags.tune_attention = false;
       if (a == "--knock-out" && i + 1 < argc) {
         const std::string list = std::string(",") + argv[++i] + ",";
         const std::pair<const char*, unsigned> names[] = {{",norms,", ci::knock_out_norms},
@@ -488,11 +507,11 @@ int main(int argc, char** argv) {
                                                           {",attention,", ci::knock_out_attention},
                                                           {",silu,", ci::knock_out_silu}};
         for (const auto& [name, bit] : names) {
-          if (list.find(name) != std::string::npos) knock_out |= bit;
+          if (list.find(name) != std::string::npos) flags.knock_out |= bit;
         }
       }
     }
-    if (!model.empty()) return bench(model, tp, pdl, knock_out, fp8);
+    if (!model.empty()) return bench(model, flags);
 
     const gi::TransformerConfig tiny = gi::TransformerConfig::tiny();
     cudaDeviceProp prop{};

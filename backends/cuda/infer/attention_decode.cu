@@ -24,6 +24,8 @@
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
@@ -773,11 +775,47 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
 
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                             int out_stride, cudaStream_t stream) {
-  if (batch.num_seqs * shape.kv_heads >= kStreamMinPairs) {
-    launch_decode_attention_grid(0, q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
+                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
+  using K = DecodeAttentionPlan::Kernel;
+  const bool streaming =
+      plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
+  if (streaming) {
+    launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
+                                 batch, shape, workspace, out, out_stride, stream);
   } else {
     launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
+  }
+}
+
+std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
+  int device = 0, sms = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int resident = 1;
+  dispatch_head_dim(head_dim,
+                    [&](auto d) { resident = streaming::resident_blocks_per_sm<decltype(d)::value>(device); });
+  std::vector<DecodeAttentionPlan> plans{{DecodeAttentionPlan::Kernel::split, 0}};
+  for (int per_sm = 1; per_sm <= resident && sms * per_sm <= streaming::kMaxGridBlocks; ++per_sm) {
+    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm});
+  }
+  return plans;
+}
+
+std::string describe(const DecodeAttentionPlan& plan) {
+  switch (plan.kernel) {
+    case DecodeAttentionPlan::Kernel::split:
+      return "split";
+    case DecodeAttentionPlan::Kernel::streaming: {
+      int device = 0, sms = 0;
+      GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+      GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      std::string s = "streaming " + std::to_string(plan.grid_blocks) + " blocks";
+      if (plan.grid_blocks > 0 && plan.grid_blocks % sms == 0)
+        s += " (" + std::to_string(plan.grid_blocks / sms) + "/SM)";
+      return plan.grid_blocks > 0 ? s : "streaming (SMs x resident blocks)";
+    }
+    default:
+      return "automatic";
   }
 }
 

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -180,6 +181,7 @@ struct StepDims {
   int ns = 0;    // sampling rows
   int mbps_d = 1, mbps_p = 1;
   int dec_max_ctx = 0, pre_max_ctx = 0, pre_max_q = 0;
+  DecodeAttentionPlan attention;  // a decode bucket's timed plan; automatic elsewhere
 };
 
 // Runs fn(rank) for every rank at once: rank 0 on the calling thread, the others on one persistent
@@ -311,6 +313,8 @@ struct CudaEngine::Impl {
   // Graph keys besides the bucket: the bound on the context the decode attention grid is sized for
   // (its splits follow it), so short contexts do not launch and merge the splits of the longest.
   std::vector<int> ctx_classes;
+  // (bucket, context class) -> the decode attention plan timed fastest there (tune_attention).
+  std::map<std::pair<int, int>, DecodeAttentionPlan> attention_plans;
   AttentionShape shape;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::unique_ptr<RankPool> pool;
@@ -347,6 +351,7 @@ struct CudaEngine::Impl {
   // key.first 0: eager.
   void step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key);
   void tune(Rank& r, std::vector<std::string>& lines);
+  void tune_attention(Rank& r, std::vector<std::string>& lines);
 };
 
 CudaEngine::Impl::~Impl() {
@@ -550,8 +555,8 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
                            static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
     }
     if (d.nd > 0 && !(skip & knock_out_attention)) {
-      launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim,
-                              st);
+      launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim, st,
+                              d.attention);
     }
     if (d.np > 0 && !(skip & knock_out_attention)) {
       launch_prefill_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, pre, shape, r.attn, s.q_dim, st);
@@ -653,6 +658,8 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
     rows = nd = ns = bucket;
     d.mbps_d = mbps;
     d.dec_max_ctx = ctx_class;
+    const auto plan_for = attention_plans.find({bucket, ctx_class});
+    if (plan_for != attention_plans.end()) d.attention = plan_for->second;
   }
   d.rows = rows;
   d.nd = nd;
@@ -872,6 +879,102 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
   GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
 }
 
+// For every decode bucket and context class, the decode attention kernel and grid that ran fastest
+// here, for that class's graphs. Which one wins depends on the head shape, the batch, the context
+// and the GPU (bench/NOTES.md, session 7: on the H200 Qwen2.5-7B's batch-32 step at 512..576 tokens
+// is 0.33 ms faster on one streaming block per SM than on two, Llama-3.1-8B's is not), so it is
+// measured, not fixed. Each candidate runs as the class's graph runs it (the class's max_context,
+// the engine's blocks per sequence) on sequences at the bottom, middle and top of the class's
+// context range, with distinct KV blocks where the cache has enough, rotating through the layers'
+// caches so that each round reads >= 64 MB of K/V (from HBM, as in a step); plain launches, best of
+// 3 rounds. The plan kept has the lowest sum over the three contexts of its time over the best
+// time there: the class's graph serves every context in its range.
+void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) {
+  const ProgrammaticLaunchPause plain;
+  const std::vector<DecodeAttentionPlan> candidates = decode_attention_candidates(cfg.head_dim);
+  launch_init_weights(r.qkv, opt.weight_seed + 11, WeightKind::embedding, 0, 1, 0, 1, 0,
+                      static_cast<std::int64_t>(max_running) * r.shard.qkv_dim, r.stream);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&start));
+  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&stop));
+  const double kv_bytes_per_token = 2.0 * shape.kv_heads * shape.head_dim * sizeof(bf16);
+  const int layers = static_cast<int>(r.layers.size());
+  std::vector<std::int32_t> host;
+  // Per-call microseconds of each candidate for `b` sequences of `ctx` tokens in class `c`.
+  auto time_candidates = [&](int b, int c, int ctx) {
+    const int blocks_per_seq = ceil_div(ctx, opt.kv_block_size);
+    const MetaLayout L = MetaLayout::make(b, b, 0, b, mbps, 1);
+    host.assign(L.words, 0);
+    for (int i = 0; i < b; ++i) {
+      host[L.dec_q_start + i] = i;
+      host[L.dec_q_len + i] = 1;
+      host[L.dec_ctx + i] = ctx;
+      for (int j = 0; j < blocks_per_seq; ++j) {
+        host[L.dec_tables + static_cast<std::size_t>(i) * mbps + j] =
+            static_cast<std::int32_t>((static_cast<std::int64_t>(i) * blocks_per_seq + j) % info.kv_blocks);
+      }
+    }
+    GPUSCOUT_CUDA_CHECK(
+        cudaMemcpyAsync(r.meta, host.data(), L.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
+    AttentionBatch batch;
+    batch.q_start = r.meta + L.dec_q_start;
+    batch.q_len = r.meta + L.dec_q_len;
+    batch.context_len = r.meta + L.dec_ctx;
+    batch.block_tables = r.meta + L.dec_tables;
+    batch.max_blocks_per_seq = mbps;
+    batch.num_seqs = b;
+    batch.max_context = c;
+    batch.max_q_len = 1;
+    const double round_bytes = static_cast<double>(b) * ctx * kv_bytes_per_token;
+    const int per_round = std::clamp(static_cast<int>(std::ceil(64e6 / round_bytes)), 1, layers);
+    auto run = [&](const DecodeAttentionPlan& p, int layer) {
+      const LayerWeights& l = r.layers[static_cast<std::size_t>(layer)];
+      launch_decode_attention(r.qkv, r.shard.qkv_dim, l.k_cache, l.v_cache, batch, shape, r.attn_workspace, r.attn,
+                              r.shard.q_dim, r.stream, p);
+    };
+    std::vector<double> us(candidates.size(), std::numeric_limits<double>::max());
+    for (std::size_t k = 0; k < candidates.size(); ++k) {
+      run(candidates[k], 0);
+      for (int round = 0; round < 3; ++round) {
+        GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, r.stream));
+        for (int l = 0; l < per_round; ++l) run(candidates[k], l);
+        GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop, r.stream));
+        GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        GPUSCOUT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        us[k] = std::min(us[k], 1e3 * ms / per_round);
+      }
+    }
+    return us;
+  };
+  int lower = 0;
+  for (int c : ctx_classes) {
+    const int points[3] = {lower + 1, std::max(1, (lower + c) / 2), c};
+    for (int b : buckets) {
+      std::vector<double> score(candidates.size(), 0.0);
+      std::vector<std::vector<double>> us;
+      for (int ctx : points) {
+        us.push_back(time_candidates(b, c, ctx));
+        const double fastest = *std::min_element(us.back().begin(), us.back().end());
+        for (std::size_t k = 0; k < candidates.size(); ++k) score[k] += us.back()[k] / fastest;
+      }
+      const std::size_t best = static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
+      attention_plans[{b, c}] = candidates[best];
+      std::string detail;
+      for (std::size_t k = 0; k < candidates.size(); ++k) {
+        detail += fmt::format("{}{} {:.1f}/{:.1f}/{:.1f}", k ? ", " : "", describe(candidates[k]), us[0][k], us[1][k],
+                              us[2][k]);
+      }
+      lines.push_back(fmt::format("batch {} context <= {}: {} (us at {}/{}/{} tokens: {})", b, c,
+                                  describe(candidates[best]), points[0], points[1], points[2], detail));
+    }
+    lower = c;
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& config, const EngineOptions& options) {
@@ -1085,6 +1188,9 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     r.g_down = add("down", config.hidden, s.ffn, collect(&LayerWeights::w_down), fp8_down);
     r.g_lm = r.gemm->add_class("lm_head", s.vocab_count, config.hidden, {r.lm_head});
     e.tune(r, choices[static_cast<std::size_t>(ri)]);
+    // The attention plans are the engine's, not a rank's: every rank has the same shapes and must
+    // capture the same kernels, so rank 0 times them.
+    if (ri == 0 && options.tune_attention && e.opt.cuda_graphs) e.tune_attention(r, e.info.attention_choices);
   });
   for (int r = 0; r < e.tp; ++r) {
     for (auto& line : choices[static_cast<std::size_t>(r)]) {

@@ -57,6 +57,10 @@ struct EngineOptions {
   // (decode) steps only: in a prefill step the GEMMs after a left-out kernel read zeros, which a
   // power-capped GPU runs faster than real data (bench/NOTES.md, session 6).
   unsigned knock_out = 0;
+  // Time the decode attention kernels and grids per decode bucket and context class at start-up and
+  // capture each graph with the fastest (CudaEngine::Impl::tune_attention); off: the kernels' own
+  // choice by pair count. Only with cuda_graphs (the plans belong to the graphs).
+  bool tune_attention = true;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
@@ -79,6 +83,10 @@ struct EngineInfo {
   bool programmatic_launch = false;  // used (asked for and supported by every GPU)
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
+  // One line per decode bucket and context class, when timed: the plan kept, then each candidate's
+  // us at the bottom, middle and top of the class: "batch 32 context <= 2048: streaming 132 blocks
+  // (1/SM) (us at 513/1280/2048 tokens: split 30.1/56.4/80.2, streaming 132 blocks (1/SM) ...)".
+  std::vector<std::string> attention_choices;
 };
 
 class CudaEngine final : public gpuscout::infer::Executor {

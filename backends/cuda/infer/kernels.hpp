@@ -17,6 +17,8 @@
 // captured in CUDA graphs.
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -90,17 +92,28 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
 
-// Decode attention (every sequence has q_len 1), one of two kernels by the number of (sequence, KV
-// head) pairs, which the host knows (graph capture keeps the choice): from 64 pairs a fixed grid
-// (the SMs times the blocks resident per SM) shares the K/V tiles of all pairs evenly between its
-// blocks, a pair spread over several blocks being merged by the last of them; below, flash-decoding
-// splits sized from max_context and a merge kernel. `workspace`: decode_attention_workspace_bytes()
-// (enough for any smaller batch or max_context), zero-filled once before the first launch; each
-// launch leaves the merge counters in it at zero.
+// Decode attention (every sequence has q_len 1), one of two kernels: streaming, a fixed grid (by
+// default the SMs times the blocks resident per SM) sharing the K/V tiles of all pairs evenly
+// between its blocks, a pair spread over several blocks being merged by the last of them; or split,
+// flash-decoding splits sized from max_context and a merge kernel. The plan names the kernel and
+// grid; `automatic` chooses by the number of (sequence, KV head) pairs, which the host knows (graph
+// capture keeps the choice): streaming from 64 pairs, split below. `workspace`:
+// decode_attention_workspace_bytes() (enough for any smaller batch or max_context), zero-filled
+// once before the first launch; each launch leaves the merge counters in it at zero.
+struct DecodeAttentionPlan {
+  enum class Kernel { automatic, split, streaming };
+  Kernel kernel = Kernel::automatic;
+  int grid_blocks = 0;  // streaming: blocks of the grid; 0: the SMs times the blocks resident per SM
+};
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                             int out_stride, cudaStream_t stream);
+                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {});
+// The plans worth timing on the current GPU for this head size (the engine times them per decode
+// bucket and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the
+// blocks that fit one SM. describe(): "split", "streaming 264 blocks (2/SM)", "automatic".
+std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim);
+std::string describe(const DecodeAttentionPlan& plan);
 
 // Prefill attention (chunks of q_len >= 1, causal over the cached context) on tensor cores.
 void launch_prefill_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
