@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 namespace gpuscout::bench {
 
@@ -51,6 +52,23 @@ bool should_stop(const StoppingRule& rule, const std::vector<double>& samples, d
   if (samples.size() >= rule.max_samples || elapsed_s >= rule.max_time_s) return true;
   if (samples.size() < rule.min_samples || elapsed_s < rule.min_time_s) return false;
   return summarize(samples).relative_spread() <= rule.target_relative_spread;
+}
+
+std::size_t best_over_points(const std::vector<std::vector<double>>& times) {
+  if (times.empty() || times.front().empty()) {
+    throw std::invalid_argument("best_over_points: no operating points or no candidates");
+  }
+  const std::size_t candidates = times.front().size();
+  std::vector<double> score(candidates, 0.0);
+  for (const auto& row : times) {
+    if (row.size() != candidates) throw std::invalid_argument("best_over_points: rows of different lengths");
+    for (double t : row) {
+      if (!(t > 0) || !std::isfinite(t)) throw std::invalid_argument("best_over_points: a time <= 0 or not finite");
+    }
+    const double fastest = *std::min_element(row.begin(), row.end());
+    for (std::size_t k = 0; k < candidates; ++k) score[k] += row[k] / fastest;
+  }
+  return static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
 }
 
 }  // namespace gpuscout::bench

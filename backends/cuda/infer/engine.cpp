@@ -50,6 +50,7 @@
 #endif
 
 #include "engine_gemm.hpp"
+#include "gpuscout/bench/stats.hpp"
 #include "gpuscout/bench/watchdog.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/infer/weights.hpp"
@@ -952,14 +953,9 @@ void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) 
   for (int c : ctx_classes) {
     const int points[3] = {lower + 1, std::max(1, (lower + c) / 2), c};
     for (int b : buckets) {
-      std::vector<double> score(candidates.size(), 0.0);
       std::vector<std::vector<double>> us;
-      for (int ctx : points) {
-        us.push_back(time_candidates(b, c, ctx));
-        const double fastest = *std::min_element(us.back().begin(), us.back().end());
-        for (std::size_t k = 0; k < candidates.size(); ++k) score[k] += us.back()[k] / fastest;
-      }
-      const std::size_t best = static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
+      for (int ctx : points) us.push_back(time_candidates(b, c, ctx));
+      const std::size_t best = gpuscout::bench::best_over_points(us);
       attention_plans[{b, c}] = candidates[best];
       std::string detail;
       for (std::size_t k = 0; k < candidates.size(); ++k) {

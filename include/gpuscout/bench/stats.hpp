@@ -35,4 +35,11 @@ struct StoppingRule {
 // True once enough samples are in and their relative spread is below the bound, or a cap is hit.
 bool should_stop(const StoppingRule& rule, const std::vector<double>& samples, double elapsed_s);
 
+// times[p][k]: the time of candidate k at operating point p (every row the same length). Returns
+// the candidate whose time over the fastest candidate's, summed over the points, is lowest (the
+// first of equals): one choice that serves a whole range of points, where the fastest at one point
+// can be much slower at another. Throws std::invalid_argument for no points, no candidates, ragged
+// rows or a time that is not positive and finite.
+std::size_t best_over_points(const std::vector<std::vector<double>>& times);
+
 }  // namespace gpuscout::bench
