@@ -3,7 +3,8 @@
 # H200 in one call: the decode attention kernel checks, the engine checks (tiny model, TP1, the
 # tuned plans in its graphs), then the engine's timing mode for Llama-3.1-8B and Qwen2.5-7B in each
 # of MODES (default "fixed tuned"; fixed: --no-attention-tuning, the kernels' own choice by pair
-# count; tuned: the engine's tuning; alone: GPUSCOUT_ATTENTION_TUNE=alone, where that build has it),
+# count; tuned: the engine's tuning; alone: GPUSCOUT_ATTENTION_TUNE=alone, where that build has it;
+# plan:P: every decode graph on plan P, --attention-plan split|streaming:BLOCKS),
 # interleaved ROUNDS times; each tuned run prints the plan it kept per batch bucket and context class.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_attention_tuning_h200.sh
 # DIST holds gpuscout (scripts/make-device-dist.sh) plus infer_kernels_test and infer_engine_test.
@@ -27,6 +28,7 @@ write_env "$OUT/env.txt"
         case $mode in
           fixed) "$DIST/infer_engine_test" --bench "$model" --no-attention-tuning ;;
           alone) GPUSCOUT_ATTENTION_TUNE=alone "$DIST/infer_engine_test" --bench "$model" ;;
+          plan:*) "$DIST/infer_engine_test" --bench "$model" --attention-plan "${mode#plan:}" ;;
           *) "$DIST/infer_engine_test" --bench "$model" ;;
         esac | grep -E "start-up|attention batch|decode batch"
       done

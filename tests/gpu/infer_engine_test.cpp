@@ -4,7 +4,7 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning]
-//                     [--knock-out norms,rope,attention,silu]
+//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -357,6 +357,7 @@ struct BenchFlags {
   int tp = 1;
   bool pdl = true, fp8 = false, tune_attention = true;
   unsigned knock_out = 0;
+  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
 
 int bench(const std::string& model, const BenchFlags& flags) {
@@ -379,6 +380,7 @@ int bench(const std::string& model, const BenchFlags& flags) {
   eo.knock_out = flags.knock_out;
   eo.fp8_weights = flags.fp8;
   eo.tune_attention = flags.tune_attention;
+  eo.attention_plan_override = flags.attention_plan;
   if (flags.knock_out != 0) {
     fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", flags.knock_out);
   }
@@ -500,6 +502,18 @@ int main(int argc, char** argv) {
       if (a == "--no-pdl") flags.pdl = false;
       if (a == "--fp8") flags.fp8 = true;
       if (a == "--no-attention-tuning") flags.tune_attention = false;
+      if (a == "--attention-plan" && i + 1 < argc) {
+        const std::string plan = argv[++i];
+        if (plan == "split") {
+          flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::split;
+        } else if (plan.rfind("streaming:", 0) == 0 && std::stoi(plan.substr(10)) > 0) {
+          flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming;
+          flags.attention_plan.grid_blocks = std::stoi(plan.substr(10));
+        } else {
+          fmt::print(stderr, "--attention-plan: expected split or streaming:BLOCKS (BLOCKS > 0), got '{}'\n", plan);
+          return 2;
+        }
+      }
       if (a == "--knock-out" && i + 1 < argc) {
         const std::string list = std::string(",") + argv[++i] + ",";
         const std::pair<const char*, unsigned> names[] = {{",norms,", ci::knock_out_norms},

@@ -661,6 +661,9 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
     d.dec_max_ctx = ctx_class;
     const auto plan_for = attention_plans.find({bucket, ctx_class});
     if (plan_for != attention_plans.end()) d.attention = plan_for->second;
+    if (opt.attention_plan_override.kernel != DecodeAttentionPlan::Kernel::automatic) {
+      d.attention = opt.attention_plan_override;
+    }
   }
   d.rows = rows;
   d.nd = nd;
@@ -1186,7 +1189,14 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     e.tune(r, choices[static_cast<std::size_t>(ri)]);
     // The attention plans are the engine's, not a rank's: every rank has the same shapes and must
     // capture the same kernels, so rank 0 times them.
-    if (ri == 0 && options.tune_attention && e.opt.cuda_graphs) e.tune_attention(r, e.info.attention_choices);
+    const bool overridden = options.attention_plan_override.kernel != DecodeAttentionPlan::Kernel::automatic;
+    if (ri == 0 && options.tune_attention && e.opt.cuda_graphs && !overridden) {
+      e.tune_attention(r, e.info.attention_choices);
+    }
+    if (ri == 0 && overridden) {
+      e.info.attention_choices.push_back("every bucket and context: " + describe(options.attention_plan_override) +
+                                         " (set by the caller)");
+    }
   });
   for (int r = 0; r < e.tp; ++r) {
     for (auto& line : choices[static_cast<std::size_t>(r)]) {

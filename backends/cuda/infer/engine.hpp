@@ -14,6 +14,7 @@
 #include "gpuscout/infer/scheduler.hpp"
 #include "gpuscout/infer/transformer_config.hpp"
 #include "gpuscout/util/error.hpp"
+#include "kernels.hpp"
 
 namespace gpuscout::cuda::infer {
 
@@ -61,6 +62,9 @@ struct EngineOptions {
   // capture each graph with the fastest (CudaEngine::Impl::tune_attention); off: the kernels' own
   // choice by pair count. Only with cuda_graphs (the plans belong to the graphs).
   bool tune_attention = true;
+  // A plan other than automatic: every decode graph uses it and nothing is timed (A/B runs:
+  // infer_engine_test --attention-plan).
+  DecodeAttentionPlan attention_plan_override;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
