@@ -886,8 +886,8 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
 // For every decode bucket and context class, the decode attention kernel and grid that ran fastest
 // here, for that class's graphs. Which one wins depends on the head shape, the batch, the context
 // and the GPU (bench/NOTES.md, session 7: on the H200 Qwen2.5-7B's batch-32 step at 512..576 tokens
-// is 0.33 ms faster on one streaming block per SM than on two, Llama-3.1-8B's is not), so it is
-// measured, not fixed. Each candidate runs as the class's graph runs it (the class's max_context,
+// is 0.35 ms faster on one streaming block per SM than on two, Llama-3.1-8B's 0.32 ms faster on
+// two), so it is measured, not fixed. Each candidate runs as the class's graph runs it (the class's max_context,
 // the engine's blocks per sequence) on sequences at the bottom, middle and top of the class's
 // context range, with distinct KV blocks where the cache has enough, rotating through the layers'
 // caches so that each round reads >= 64 MB of K/V (from HBM, as in a step); plain launches, best of
