@@ -49,6 +49,17 @@ __host__ __device__ constexpr int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }
 
+// The current device and its SM count (the streaming grid is sized in SMs).
+struct CurrentDevice {
+  int device = 0, sms = 0;
+};
+CurrentDevice current_device() {
+  CurrentDevice d;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&d.device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, d.device));
+  return d;
+}
+
 namespace streaming {
 
 constexpr int kWarps = 4;
@@ -740,9 +751,8 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
   }
   const streaming::Workspace ws = streaming::workspace_layout(workspace, pairs, shape.heads / shape.kv_heads);
   const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
-  int device = 0, sms = 0;
-  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
-  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const CurrentDevice current = current_device();
+  const int device = current.device, sms = current.sms;
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
     const int resident = streaming::resident_blocks_per_sm<D>(device);
@@ -788,9 +798,8 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
 }
 
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
-  int device = 0, sms = 0;
-  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
-  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const CurrentDevice current = current_device();
+  const int device = current.device, sms = current.sms;
   int resident = 1;
   dispatch_head_dim(head_dim,
                     [&](auto d) { resident = streaming::resident_blocks_per_sm<decltype(d)::value>(device); });
@@ -806,9 +815,7 @@ std::string describe(const DecodeAttentionPlan& plan) {
     case DecodeAttentionPlan::Kernel::split:
       return "split";
     case DecodeAttentionPlan::Kernel::streaming: {
-      int device = 0, sms = 0;
-      GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
-      GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      const int sms = current_device().sms;
       std::string s = "streaming " + std::to_string(plan.grid_blocks) + " blocks";
       if (plan.grid_blocks > 0 && plan.grid_blocks % sms == 0)
         s += " (" + std::to_string(plan.grid_blocks / sms) + "/SM)";
