@@ -53,6 +53,7 @@
 #include "gpuscout/bench/stats.hpp"
 #include "gpuscout/bench/watchdog.hpp"
 #include "gpuscout/cuda/check.hpp"
+#include "gpuscout/cuda/timing.hpp"
 #include "gpuscout/infer/weights.hpp"
 #include "gpuscout/util/error.hpp"
 #include "kernels.hpp"
@@ -899,9 +900,7 @@ void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) 
   launch_init_weights(r.qkv, opt.weight_seed + 11, WeightKind::embedding, 0, 1, 0, 1, 0,
                       static_cast<std::int64_t>(max_running) * r.shard.qkv_dim, r.stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&start));
-  GPUSCOUT_CUDA_CHECK(cudaEventCreate(&stop));
+  const Event start, stop;
   const double kv_bytes_per_token = 2.0 * shape.kv_heads * shape.head_dim * sizeof(bf16);
   const int layers = static_cast<int>(r.layers.size());
   std::vector<std::int32_t> host;
@@ -941,13 +940,11 @@ void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) 
     for (std::size_t k = 0; k < candidates.size(); ++k) {
       run(candidates[k], 0);
       for (int round = 0; round < 3; ++round) {
-        GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, r.stream));
+        GPUSCOUT_CUDA_CHECK(cudaEventRecord(start.get(), r.stream));
         for (int l = 0; l < per_round; ++l) run(candidates[k], l);
-        GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop, r.stream));
-        GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        GPUSCOUT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        us[k] = std::min(us[k], 1e3 * ms / per_round);
+        GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop.get(), r.stream));
+        GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+        us[k] = std::min(us[k], 1e6 * stop.seconds_since(start) / per_round);
       }
     }
     return us;
@@ -970,8 +967,6 @@ void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) 
     }
     lower = c;
   }
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
 }
 
 // ---------------------------------------------------------------------------------------------
