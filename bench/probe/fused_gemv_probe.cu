@@ -5,7 +5,8 @@
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 fused_gemv_probe.cu -o fused_gemv_probe
 // Session 8's figures (bench/results/h200-fused-decode-s8-20261130.txt, bench/NOTES.md) came from
 // this file as it evolved: calls 3-5 streamed pattern-filled weights, call 10 random ones (the same
-// times within 0.5%).
+// times within 0.5%). The third design of call 4 (a TMA ring whose pieces the whole block consumes
+// one at a time: 4.04 ms without barriers) is in commit aa020fe.
 #include <cuda_bf16.h>
 #include <algorithm>
 #include <cstdint>
@@ -47,6 +48,24 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Grid barrier k: every block arrives once, then waits until the counter reaches k x blocks;
+// `sync` synchronizes the block's threads that take part.
+template <typename Sync>
+__device__ void grid_barrier(unsigned* counter, unsigned& passed, Sync sync) {
+  sync();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+  }
+  ++passed;
+  if (threadIdx.x == 0) {
+    while (ld_acquire(counter) < passed * gridDim.x) {
+    }
+    __threadfence();
+  }
+  sync();
+}
+
 struct Layer {
   const bf16 *qkv, *o, *gu, *down;
 };
@@ -58,19 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   unsigned passed = 0;
   auto barrier = [&] {
-    if (kMode == 0) return;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(counter, 1u);
-    }
-    ++passed;
-    if (threadIdx.x == 0) {
-      while (ld_acquire(counter) < passed * gridDim.x) {
-      }
-      __threadfence();
-    }
-    __syncthreads();
+    if (kMode != 0) grid_barrier(counter, passed, [] { __syncthreads(); });
   };
   auto stage = [&](const bf16* w, int n, int k) {
     const int row_begin = (int)((long long)n * blockIdx.x / gridDim.x);
@@ -159,109 +166,6 @@ __device__ __forceinline__ void consumer_sync(int threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
-// TMA ring: warp kWarps is the producer (lane 0 issues bulk copies of whole rows, <= kSlotBytes per
-// piece); the kWarps consumer warps take each piece's rows, thread t the chunks t, t + threads, ...
-template <int kWarps, int kSlots, int kMode>
-__global__ void __launch_bounds__(kWarps * 32 + 32, 1)
-    probe_tma(const Layer* layers, int num_layers, bf16* x, bf16* y, unsigned* counter) {
-  constexpr int kSlotBytes = 32768;
-  constexpr int kConsumers = kWarps * 32;
-  extern __shared__ uint4 smem[];
-  auto* ring = reinterpret_cast<unsigned char*>(smem);
-  auto* xs4 = reinterpret_cast<uint4*>(ring + kSlots * kSlotBytes);
-  auto* rowacc = reinterpret_cast<float*>(xs4 + 14336 / 8);
-  auto* bars = reinterpret_cast<unsigned long long*>(rowacc + 256);
-  unsigned long long* full = bars;
-  unsigned long long* empty = bars + kSlots;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kSlots; ++i) {
-      mbar_init(full + i, 1);
-      mbar_init(empty + i, kWarps);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int shapes[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-  if (warp == kWarps) {
-    if (lane != 0) return;
-    int piece = 0;
-    for (int l = 0; l < num_layers; ++l) {
-      const Layer L = layers[l];
-      const bf16* ws[4] = {L.qkv, L.o, L.gu, L.down};
-      for (int st = 0; st < 4; ++st) {
-        const int n = shapes[st][0], k = shapes[st][1];
-        const int row_begin = (int)((long long)n * blockIdx.x / gridDim.x);
-        const int row_end = (int)((long long)n * (blockIdx.x + 1) / gridDim.x);
-        const int per_piece = max(1, kSlotBytes / (k * 2));
-        for (int r = row_begin; r < row_end; r += per_piece, ++piece) {
-          const int rows = min(per_piece, row_end - r);
-          const int slot = piece % kSlots;
-          if (piece >= kSlots) mbar_wait(empty + slot, ((piece / kSlots) - 1) & 1);
-          const unsigned bytes = rows * k * 2;
-          mbar_arrive_expect_tx(full + slot, bytes);
-          bulk_copy(ring + slot * kSlotBytes, ws[st] + (long long)r * k, bytes, full + slot);
-        }
-      }
-    }
-    return;
-  }
-  unsigned passed = 0;
-  auto barrier = [&] {
-    if (kMode == 0) return;
-    consumer_sync(kConsumers);
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(counter, 1u);
-    }
-    ++passed;
-    if (threadIdx.x == 0) {
-      while (ld_acquire(counter) < passed * gridDim.x) {
-      }
-      __threadfence();
-    }
-    consumer_sync(kConsumers);
-  };
-  int piece = 0;
-  for (int l = 0; l < num_layers; ++l) {
-    for (int st = 0; st < 4; ++st) {
-      const int n = shapes[st][0], k = shapes[st][1];
-      const int row_begin = (int)((long long)n * blockIdx.x / gridDim.x);
-      const int row_end = (int)((long long)n * (blockIdx.x + 1) / gridDim.x);
-      const int per_piece = max(1, kSlotBytes / (k * 2));
-      const int cpr = k / 8;
-      barrier();
-      if (kMode == 2) {
-        for (int v = threadIdx.x; v < cpr; v += kConsumers) xs4[v] = __ldcg(reinterpret_cast<const uint4*>(x) + v);
-      }
-      for (int i = threadIdx.x; i < row_end - row_begin; i += kConsumers) rowacc[i] = 0.f;
-      consumer_sync(kConsumers);
-      for (int r = row_begin; r < row_end; r += per_piece, ++piece) {
-        const int rows = min(per_piece, row_end - r);
-        const int slot = piece % kSlots;
-        mbar_wait(full + slot, (piece / kSlots) & 1);
-        const uint4* w4 = reinterpret_cast<const uint4*>(ring + slot * kSlotBytes);
-        for (int rr = 0; rr < rows; ++rr) {
-          float acc = 0.f;
-          for (int c = threadIdx.x; c < cpr; c += kConsumers) {
-            float wf[8], xf[8];
-            unpack8(w4[rr * cpr + c], wf);
-            unpack8(xs4[c], xf);
-            for (int e = 0; e < 8; ++e) acc = fmaf(xf[e], wf[e], acc);
-          }
-          acc = warp_sum(acc);
-          if (lane == 0) atomicAdd(rowacc + (r - row_begin + rr), acc);
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty + slot);
-      }
-      consumer_sync(kConsumers);
-      for (int i = threadIdx.x; i < row_end - row_begin; i += kConsumers)
-        y[row_begin + i] = __float2bfloat16_rn(rowacc[i]);
-    }
-  }
-}
-
 // Per-warp pieces: a piece is a segment (<= kPieceBytes) of one row; consumer warp w takes pieces
 // w, w + kWarps, ... (so kWarps pieces are consumed at once), adding its row partial to rowacc.
 template <int kWarps, int kSlots, int kPieceBytes, int kMode>
@@ -314,19 +218,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
   }
   unsigned passed = 0;
   auto barrier = [&] {
-    if (kMode == 0) return;
-    consumer_sync(kConsumers);
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(counter, 1u);
-    }
-    ++passed;
-    if (threadIdx.x == 0) {
-      while (ld_acquire(counter) < passed * gridDim.x) {
-      }
-      __threadfence();
-    }
-    consumer_sync(kConsumers);
+    if (kMode != 0) grid_barrier(counter, passed, [] { consumer_sync(kConsumers); });
   };
   int base = 0;  // the first piece of this stage
   for (int l = 0; l < num_layers; ++l) {
@@ -441,16 +333,6 @@ struct Run {
     snprintf(what, sizeof what, "warps %2d loads %2d mode %d (%s)", kWarps, kLoads, kMode, mode_name(kMode));
     report(what, ms);
   }
-  template <int kWarps, int kSlots, int kMode>
-  void tma_block() const {
-    const int smem = kSlots * 32768 + 14336 * 2 + 256 * 4 + 2 * kSlots * 8;
-    const float ms =
-        time_kernel(probe_tma<kWarps, kSlots, kMode>, kWarps * 32 + 32, smem, layers, num_layers, x, y, counter, sms);
-    char what[128];
-    snprintf(what, sizeof what, "TMA ring: consumer warps %2d slots %d x 32 KB mode %d (%s)", kWarps, kSlots, kMode,
-             mode_name(kMode));
-    report(what, ms);
-  }
   template <int kWarps, int kSlots, int kPieceBytes, int kMode>
   void tma_warp() const {
     const int smem = kSlots * kPieceBytes + 14336 * 2 + 256 * 4 + 2 * kSlots * 8;
@@ -523,10 +405,6 @@ int main() {
   run.registers<32, 4, 0>();
   run.registers<32, 4, 2>();
   run.registers<8, 16, 0>();
-  // A TMA ring consumed piece by piece by the whole block (call 4).
-  run.tma_block<16, 4, 0>();
-  run.tma_block<16, 4, 2>();
-  run.tma_block<16, 6, 2>();
   // A TMA ring whose piece p is consumed by warp p % kWarps (calls 5 and 10).
   run.tma_warp<16, 16, 8192, 0>();
   run.tma_warp<16, 16, 8192, 2>();

@@ -3,13 +3,12 @@
 //   infer_engine_test                 tiny model, TP1 (and TP2 when 2 GPUs are visible): the same
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
-//   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-fused-decode]
-//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu,barriers]
+//   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning]
+//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
-//                                     which on a power-capped GPU run faster than real data;
-//                                     barriers: the fused batch-1 kernel's grid barriers)
+//                                     which on a power-capped GPU run faster than real data)
 //                                     start-up time, decode step time at batch 1/8/32 against the
 //                                     HBM roofline (copy bandwidth measured here), prefill steps of
 //                                     1 x 8192 and 16 x 512 tokens in TFLOP/s against a cuBLASLt
@@ -95,13 +94,6 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   int setup_failures = 0;
   if (graphs == attention.empty()) {
     fmt::print("  attention plans: {} lines with graphs {}: FAIL\n", attention.size(), graphs ? "on" : "off");
-    ++setup_failures;
-  }
-  // Batch-1 steps run the persistent kernel wherever it applies (one GPU, BF16, no biases).
-  const bool want_fused = gpus.size() == 1 && !fp8 && !cfg.qkv_bias;
-  const std::string& fused = engine->info().fused_decode;
-  if (want_fused != (fused.rfind("batch 1:", 0) == 0)) {
-    fmt::print("  fused decode '{}' where it {}: FAIL\n", fused, want_fused ? "applies" : "does not apply");
     ++setup_failures;
   }
   gi::ReferenceOptions ro;
@@ -363,7 +355,7 @@ double median(std::vector<double> v) {
 
 struct BenchFlags {
   int tp = 1;
-  bool pdl = true, fp8 = false, tune_attention = true, fused_decode = true;
+  bool pdl = true, fp8 = false, tune_attention = true;
   unsigned knock_out = 0;
   ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
@@ -388,7 +380,6 @@ int bench(const std::string& model, const BenchFlags& flags) {
   eo.knock_out = flags.knock_out;
   eo.fp8_weights = flags.fp8;
   eo.tune_attention = flags.tune_attention;
-  eo.fused_decode = flags.fused_decode;
   eo.attention_plan_override = flags.attention_plan;
   if (flags.knock_out != 0) {
     fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", flags.knock_out);
@@ -405,7 +396,6 @@ int bench(const std::string& model, const BenchFlags& flags) {
       info.programmatic_launch ? "on" : "off");
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
   for (const auto& line : info.attention_choices) fmt::print("  attention {}\n", line);
-  fmt::print("  fused decode: {}\n", info.fused_decode);
 
   const double kv_per_token = static_cast<double>(cfg.kv_bytes_per_token(2)) / tp;
   std::uint64_t next_id = 1;
@@ -512,7 +502,6 @@ int main(int argc, char** argv) {
       if (a == "--no-pdl") flags.pdl = false;
       if (a == "--fp8") flags.fp8 = true;
       if (a == "--no-attention-tuning") flags.tune_attention = false;
-      if (a == "--no-fused-decode") flags.fused_decode = false;
       if (a == "--attention-plan" && i + 1 < argc) {
         const std::string plan = argv[++i];
         if (plan == "split") {
@@ -530,8 +519,7 @@ int main(int argc, char** argv) {
         const std::pair<const char*, unsigned> names[] = {{",norms,", ci::knock_out_norms},
                                                           {",rope,", ci::knock_out_rope},
                                                           {",attention,", ci::knock_out_attention},
-                                                          {",silu,", ci::knock_out_silu},
-                                                          {",barriers,", ci::knock_out_grid_barriers}};
+                                                          {",silu,", ci::knock_out_silu}};
         for (const auto& [name, bit] : names) {
           if (list.find(name) != std::string::npos) flags.knock_out |= bit;
         }
@@ -548,8 +536,8 @@ int main(int argc, char** argv) {
     // as sequences finish; then a cache too small for all of them (preemption and recompute).
     Scenario mixed{"mixed", {5, 37, 100, 1, 64, 150}, {12, 20, 8, 16, 5, 10}, 64, 64, 8};
     Scenario tight{"preempt", {60, 70, 80, 90}, {40, 40, 40, 40}, 20, 48, 4};
-    // One sequence: every decode step is a batch-1 step (the fused kernel at TP1), its context
-    // crossing KV blocks and growing past the attention splits' sizes.
+    // One sequence: every decode step is a batch-1 step, its context crossing KV blocks and the
+    // split attention's split sizes as it grows.
     Scenario single{"single", {300}, {60}, 64, 64, 8};
     int failures = 0;
     std::vector<std::vector<int>> gpu_sets{{0}};

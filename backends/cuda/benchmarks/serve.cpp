@@ -511,7 +511,6 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   engine_record.extra["graph_buckets"] = info.graph_buckets;
   engine_record.extra["gemm_choices"] = info.gemm_choices;
   engine_record.extra["attention_choices"] = info.attention_choices;
-  engine_record.extra["fused_decode"] = info.fused_decode;
   results::Metric startup;
   startup.name = "startup_time";
   startup.value = startup_s;

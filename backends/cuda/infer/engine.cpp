@@ -43,15 +43,12 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <span>
-#include <string>
 #include <thread>
 
 #if defined(GPUSCOUT_HAVE_NCCL)
 #include <nccl.h>
 #endif
 
-#include "decode_fused.hpp"
 #include "engine_gemm.hpp"
 #include "gpuscout/bench/stats.hpp"
 #include "gpuscout/bench/watchdog.hpp"
@@ -304,9 +301,6 @@ struct Rank {
   std::unique_ptr<GemmRunner> gemm;
   int g_qkv = 0, g_o = 0, g_gate_up = 0, g_down = 0, g_lm = 0;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs;  // (decode bucket, context class) -> replayable step
-  // Batch-1 decode as one kernel (Impl::fused_decode): its layer table and workspace.
-  FusedDecodeLayer* fused_layers = nullptr;
-  void* fused_workspace = nullptr;
 };
 
 }  // namespace
@@ -324,7 +318,6 @@ struct CudaEngine::Impl {
   // (bucket, context class) -> the decode attention plan timed fastest there (tune_attention).
   std::map<std::pair<int, int>, DecodeAttentionPlan> attention_plans;
   AttentionShape shape;
-  bool fused_decode = false;  // batch-1 decode steps run launch_fused_decode
   std::vector<std::unique_ptr<Rank>> ranks;
   std::unique_ptr<RankPool> pool;
   std::int32_t* staging = nullptr;      // pinned: the step's metadata
@@ -497,10 +490,6 @@ void CudaEngine::Impl::allocate_workspace(Rank& r, bool count_only) {
     r.attn_workspace = c.take<char>(decode_attention_workspace_bytes(max_running, s.heads, cfg.head_dim, max_context));
     r.lt_workspace = c.take<char>(kLtWorkspaceBytes);
     r.meta = c.take<std::int32_t>(meta_words_cap);
-    if (fused_decode) {
-      r.fused_layers = c.take<FusedDecodeLayer>(static_cast<std::size_t>(cfg.layers));
-      r.fused_workspace = c.take<char>(fused_decode_workspace_bytes(shape));
-    }
     if (opt.fp8_weights) {
       r.x_fp8_bytes =
           rows * std::max<std::size_t>({hidden, static_cast<std::size_t>(s.q_dim), static_cast<std::size_t>(s.ffn)});
@@ -560,32 +549,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
-  const bool fused = fused_decode && d.rows == 1 && d.nd == 1 && d.np == 0;
-  if (fused) {
-    FusedDecodeArgs a;
-    a.layers = r.fused_layers;
-    a.num_layers = cfg.layers;
-    a.hidden = hidden;
-    a.ffn = s.ffn;
-    a.shape = shape;
-    a.norm_eps = cfg.norm_eps;
-    a.rope_theta = static_cast<float>(cfg.rope_theta);
-    a.h = r.h;
-    a.qkv = r.qkv;
-    a.attn = r.attn;
-    a.gate_up = r.gu;
-    a.position = m + L.positions;
-    a.slot = m + L.slots;
-    a.context_len = m + L.dec_ctx;
-    a.block_table = m + L.dec_tables;
-    a.workspace = r.fused_workspace;
-    a.knock_out = skip;
-    launch_fused_decode(a, st);
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
-  }
-  // The fused kernel did every layer; otherwise each layer's kernels one after another.
-  const std::span<const LayerWeights> layers = fused ? std::span<const LayerWeights>() : std::span(r.layers);
-  for (const LayerWeights& l : layers) {
+  for (const LayerWeights& l : r.layers) {
     if (!(skip & knock_out_norms)) launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
     r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
     if (!(skip & knock_out_rope)) {
@@ -1093,26 +1057,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   // case as skipped with this message and goes on.
   const bool fp8 = options.fp8_weights;
   const std::int64_t weights = weight_bytes_per_gpu(config, e.tp, fp8);
-  {
-    std::string why;
-    if (!options.fused_decode) {
-      why = "turned off";
-    } else if (e.tp > 1) {
-      why = "tensor parallelism (the layers' all-reduces sit between its stages)";
-    } else if (fp8) {
-      why = "FP8 weights";
-    } else if (config.qkv_bias) {
-      why = "QKV biases";
-    } else {
-      GPUSCOUT_CUDA_CHECK(cudaSetDevice(options.gpus[0]));
-      why = check_fused_decode(config.hidden, config.ffn_hidden, e.shape);
-    }
-    e.fused_decode = why.empty();
-    e.info.fused_decode = e.fused_decode
-                              ? fmt::format("batch 1: one persistent kernel per step, {} blocks",
-                                            fused_decode_grid_blocks(config.hidden, config.ffn_hidden, e.shape))
-                              : "off: " + why;
-  }
   e.allocate_workspace(*e.ranks[0], true);
   const std::int64_t work = static_cast<std::int64_t>(e.ranks[0]->work_bytes);
   const std::int64_t min_kv = kv_bytes_per_block(config, e.tp, options.kv_block_size) * e.mbps;
@@ -1209,16 +1153,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     for (std::size_t l = 0; l < r.layers.size(); ++l) {
       r.layers[l].k_cache = kv + (2 * l) * per_layer;
       r.layers[l].v_cache = kv + (2 * l + 1) * per_layer;
-    }
-    if (e.fused_decode) {
-      std::vector<FusedDecodeLayer> table;
-      for (const LayerWeights& l : r.layers) {
-        table.push_back({l.attn_norm, static_cast<const bf16*>(l.wqkv), static_cast<const bf16*>(l.wo), l.mlp_norm,
-                         static_cast<const bf16*>(l.w_gate_up), static_cast<const bf16*>(l.w_down), l.k_cache,
-                         l.v_cache});
-      }
-      GPUSCOUT_CUDA_CHECK(
-          cudaMemcpy(r.fused_layers, table.data(), table.size() * sizeof(FusedDecodeLayer), cudaMemcpyHostToDevice));
     }
     r.gemm = std::make_unique<GemmRunner>(r.lt_workspace, kLtWorkspaceBytes);
     auto collect = [&](auto member) {

@@ -23,9 +23,6 @@ enum KnockOut : unsigned {
   knock_out_rope = 1u << 1,       // RoPE + KV store
   knock_out_attention = 1u << 2,  // decode/prefill attention
   knock_out_silu = 1u << 3,       // SiLU * up
-  // The fused batch-1 kernel's grid barriers (decode_fused.hpp): the blocks then race through the
-  // stages on whatever inputs are there, so this only times the streaming without the barriers.
-  knock_out_grid_barriers = 1u << 4,
 };
 
 struct EngineOptions {
@@ -68,9 +65,6 @@ struct EngineOptions {
   // A plan other than automatic: every decode graph uses it and nothing is timed (A/B runs:
   // infer_engine_test --attention-plan).
   DecodeAttentionPlan attention_plan_override;
-  // Batch-1 decode steps as one persistent kernel (decode_fused.hpp) where it applies: one GPU,
-  // BF16 weights, no QKV biases, no knock-outs, a shape the kernel takes; off: the per-kernel path.
-  bool fused_decode = true;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
@@ -97,8 +91,6 @@ struct EngineInfo {
   // us at the bottom, middle and top of the class: "batch 32 context <= 2048: streaming 132 blocks
   // (1/SM) (us at 513/1280/2048 tokens: split 30.1/56.4/80.2, streaming 132 blocks (1/SM) ...)".
   std::vector<std::string> attention_choices;
-  // Batch-1 decode: "one persistent kernel per step, 132 blocks x 512 threads", or "off: " and why.
-  std::string fused_decode;
 };
 
 class CudaEngine final : public gpuscout::infer::Executor {
