@@ -232,11 +232,26 @@ void test_skinny_gemm() {
     int rows, n, k;
     bool residual;
   };
-  const Case cases[] = {{1, 300, 512, false}, {2, 257, 4096, true}, {3, 100, 72, true},   {4, 64, 1024, false},
-                        {5, 77, 520, true},   {6, 33, 264, false},  {7, 129, 2048, true}, {8, 515, 1536, true},
-                        {8, 40, 100, true},   {1, 9, 13, false}};
-  const std::pair<SkinnyPath, const char*> paths[] = {
-      {SkinnyPath::automatic, "auto"}, {SkinnyPath::cuda_core, "cc"}, {SkinnyPath::tensor_core, "tc"}};
+  const Case cases[] = {{1, 300, 512, false},
+                        {2, 257, 4096, true},
+                        {3, 100, 72, true},
+                        {4, 64, 1024, false},
+                        {5, 77, 520, true},
+                        {6, 33, 264, false},
+                        {7, 129, 2048, true},
+                        {8, 515, 1536, true},
+                        {8, 40, 100, true},
+                        {1, 9, 13, false},
+                        // One row, the ring GEMV's shapes: several pieces per row (a 28 KB row of a
+                        // down projection; 8 KB + 16 B), fewer rows than SMs, many rows per block.
+                        {1, 4096, 14336, true},
+                        {1, 1000, 4104, true},
+                        {1, 50, 256, false},
+                        {1, 20000, 512, true}};
+  const std::pair<SkinnyPath, const char*> paths[] = {{SkinnyPath::automatic, "auto"},
+                                                      {SkinnyPath::cuda_core, "cc"},
+                                                      {SkinnyPath::tensor_core, "tc"},
+                                                      {SkinnyPath::ring, "ring"}};
   for (const auto& [path, path_name] : paths)
     for (const auto& c : cases) {
       const auto x = random_bf16(static_cast<std::size_t>(c.rows) * c.k);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "gpuscout/cuda/check.hpp"
+#include "kernel_variants.hpp"
 
 namespace gpuscout::cuda::infer {
 
@@ -246,9 +247,11 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     last_tune_.skinny_us = skinny;
     p.skinny = skinny < best_lt;
     if (p.skinny) last_tune_.chosen = "skinny";
+    // One BF16 row: the skinny path is the ring GEMV (kernel_variants.hpp), named as such.
+    const char* own = rows == 1 && !c.fp8() && ring_gemv_by_default() ? "ring" : "skinny";
     line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates)", c.name, rows, c.out,
-                       c.in, p.skinny ? "skinny" : "cublaslt", p.skinny ? skinny : best_lt,
-                       p.skinny ? "cublaslt" : "skinny", p.skinny ? best_lt : skinny, p.algos.size());
+                       c.in, p.skinny ? own : "cublaslt", p.skinny ? skinny : best_lt, p.skinny ? "cublaslt" : own,
+                       p.skinny ? best_lt : skinny, p.algos.size());
   } else if (!splits.empty()) {
     double best_small = std::numeric_limits<double>::max();
     int best_split = 0, best_variant = 0;

@@ -9,10 +9,20 @@
 namespace gpuscout::cuda::infer {
 
 enum class SkinnyPath {
-  automatic,    // tensor cores for 5-8 rows when k % 32 == 0 and the pointers are 16-byte aligned
+  automatic,    // one row: ring (unless GPUSCOUT_RING_GEMV=0); tensor cores for 5-8 rows when k % 32 == 0
+                // and the pointers are 16-byte aligned; else cuda_core
   cuda_core,    // a warp per 1-4 rows of W, FP32 FMAs (any k; scalar when k % 8 != 0)
   tensor_core,  // mma.sync with the x rows as n = 8 (falls back to CUDA cores when k % 32 != 0)
+  ring,         // one row: W streamed through a shared-memory ring per SM (gemv_ring.cu); else cuda_core
 };
+
+// The ring GEMV of one row: y[j] = sum_i x[i] w[j, i] (+ residual[j]). False (nothing launched) when
+// k % 8 != 0, a pointer is not 16-byte aligned or x does not fit the shared memory beside the ring.
+bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream);
+// Whether the automatic skinny path takes the ring GEMV for one row: yes unless GPUSCOUT_RING_GEMV=0
+// (A/B runs). On the H200 it beat the warp-per-row kernel at every Llama-3.1-8B shape (bench/NOTES.md,
+// session 8); GemmRunner still times it against cuBLASLt per shape.
+bool ring_gemv_by_default();
 
 void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf16* w, int n, int k,
                              const bf16* residual, bf16* y, cudaStream_t stream);

@@ -672,6 +672,11 @@ void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf1
   const bool mma = k % 32 == 0 && aligned && rows <= kSkinnyMaxRows;
   // Measured on the H200 (bench/NOTES.md): CUDA cores win up to 4 rows (o and down projections by
   // 10-25%), tensor cores from 8 rows (1.3-1.6x), where the FP32 FMAs of the other path bind.
+  if (path == SkinnyPath::automatic && rows == 1 && ring_gemv_by_default()) path = SkinnyPath::ring;
+  if (path == SkinnyPath::ring) {
+    if (rows == 1 && launch_ring_gemv(x, w, n, k, residual, y, stream)) return;
+    path = SkinnyPath::cuda_core;
+  }
   if (path == SkinnyPath::automatic) path = mma && rows > 4 ? SkinnyPath::tensor_core : SkinnyPath::cuda_core;
   if (path == SkinnyPath::tensor_core && mma) {
     launch_kernel(skinny_gemm_mma_kernel<4, Bf16Weights>, (n + 15) / 16, kMmaWarps * 32, 0, stream, x, rows, w, 1.0f, n,

@@ -1,0 +1,202 @@
+// One-row GEMV (y = W x, batch-1 decode) streaming W through a shared-memory ring per SM.
+//
+// One block per SM owns a contiguous range of output rows (one contiguous span of W). Its producer
+// warp (one thread) copies that span in pieces of at most kPieceBytes (a segment of one row) into a
+// ring of kSlots slots with cp.async.bulk; the kWarps consumer warps take piece p with warp
+// p % kWarps, dot it with x (staged in shared memory) and add it to the row's sum. The producer
+// starts before griddepcontrol.wait (W depends on no earlier kernel), so under programmatic launch
+// the first 128 KB per SM are on their way while the kernel before it (an RMSNorm, the attention,
+// SiLU) still runs.
+//
+// Why this shape (session 8, bench/probe/fused_gemv_probe.cu, one H200): warps loading W into their
+// own registers streamed the Llama-3.1-8B layer weights at 2.2-3.6 TB/s (bandwidth grew with warps,
+// not with loads in flight per lane); a ring whose pieces the whole block consumed one at a time at
+// 3.5 TB/s (session 7's stream GEMV, with ~9 us of fixed start per call); a ring whose pieces go one
+// per warp at 4.5 TB/s. As separate one-row GEMMs (bench/NOTES.md) it beat the warp-per-row skinny
+// kernel at all five Llama-3.1-8B shapes (qkv 16.4 against 18.8 us, LM head 237 against 244) and
+// cuBLASLt at three; the batch-1 step went 4.71 -> 4.66 ms.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "gpuscout/cuda/check.hpp"
+#include "kernel_util.cuh"
+#include "kernel_variants.hpp"
+
+namespace gpuscout::cuda::infer {
+
+namespace {
+
+constexpr int kWarps = 16;                    // consumer warps
+constexpr int kThreads = kWarps * 32;         // consumer threads
+constexpr int kBlockThreads = kThreads + 32;  // plus the producer warp
+constexpr int kPieceBytes = 8192;
+// A multiple of kWarps: slot p % kSlots is then always consumed by warp p % kWarps, in order, so a
+// warp never waits on a slot whose mbarrier is two phases behind the piece it wants.
+constexpr int kSlots = 16;
+constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceBytes;
+
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+}
+__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// Shared memory: the ring, its full/empty barriers, x (k BF16), the block's row sums.
+std::size_t smem_bytes(int n, int k, int grid) {
+  const std::size_t rows = static_cast<std::size_t>(n + grid - 1) / grid;
+  return kRingBytes + 2 * kSlots * sizeof(std::uint64_t) + static_cast<std::size_t>(k) * sizeof(bf16) +
+         rows * sizeof(float);
+}
+
+__global__ void __launch_bounds__(kBlockThreads, 1)
+    ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
+                     bf16* y) {
+  extern __shared__ uint4 smem4[];
+  auto* ring = reinterpret_cast<unsigned char*>(smem4);
+  auto* full = reinterpret_cast<std::uint64_t*>(ring + kRingBytes);
+  std::uint64_t* empty = full + kSlots;
+  auto* xs4 = reinterpret_cast<uint4*>(empty + kSlots);
+  auto* row_sum = reinterpret_cast<float*>(xs4 + k / 8);
+  const int row_begin = static_cast<int>(static_cast<std::int64_t>(n) * blockIdx.x / gridDim.x);
+  const int rows = static_cast<int>(static_cast<std::int64_t>(n) * (blockIdx.x + 1) / gridDim.x) - row_begin;
+  const int row_bytes = k * static_cast<int>(sizeof(bf16));
+  const int per_row = (row_bytes + kPieceBytes - 1) / kPieceBytes;
+  const int pieces = rows * per_row;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kSlots; ++i) {
+      mbar_init(full + i, 1);
+      mbar_init(empty + i, 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= kThreads) {
+    if (threadIdx.x == kThreads) {
+      const auto* span = reinterpret_cast<const unsigned char*>(w + static_cast<std::int64_t>(row_begin) * k);
+      for (int p = 0; p < pieces; ++p) {
+        const int slot = p % kSlots;
+        if (p >= kSlots) mbar_wait(empty + slot, ((p / kSlots) - 1) & 1);
+        const int row = p / per_row, segment = p - row * per_row;
+        const int offset = segment * kPieceBytes;
+        const unsigned bytes = static_cast<unsigned>(min(kPieceBytes, row_bytes - offset));
+        mbar_arrive_expect_tx(full + slot, bytes);
+        bulk_copy_to_shared(ring + slot * kPieceBytes, span + static_cast<std::int64_t>(row) * row_bytes + offset,
+                            bytes, full + slot);
+      }
+    }
+    return;
+  }
+
+  pdl_wait();  // x (and the residual) come from the kernels before
+  pdl_trigger();
+  const auto* x4 = reinterpret_cast<const uint4*>(x);
+  for (int v = threadIdx.x; v < k / 8; v += kThreads) xs4[v] = x4[v];
+  for (int i = threadIdx.x; i < rows; i += kThreads) row_sum[i] = 0.0f;
+  consumer_sync();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int p = warp; p < pieces; p += kWarps) {
+    const int slot = p % kSlots;
+    const int row = p / per_row, segment = p - row * per_row;
+    const int chunks = min(kPieceBytes, row_bytes - segment * kPieceBytes) / 16;
+    mbar_wait(full + slot, (p / kSlots) & 1);
+    const auto* w4 = reinterpret_cast<const uint4*>(ring + slot * kPieceBytes);
+    const uint4* xp = xs4 + segment * (kPieceBytes / 16);
+    float acc0 = 0.0f, acc1 = 0.0f;  // two chains, so FMA latency does not bind
+#pragma unroll 4
+    for (int c = lane; c < chunks; c += 32) {
+      float wf[8], xf[8];
+      unpack8(w4[c], wf);
+      unpack8(xp[c], xf);
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        acc0 = fmaf(xf[e], wf[e], acc0);
+        acc1 = fmaf(xf[e + 1], wf[e + 1], acc1);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + slot);
+    const float acc = warp_sum(acc0 + acc1);
+    if (lane == 0) atomicAdd(row_sum + row, acc);
+  }
+  consumer_sync();
+  for (int i = threadIdx.x; i < rows; i += kThreads) {
+    float v = row_sum[i];
+    if (residual != nullptr) v += __bfloat162float(residual[row_begin + i]);
+    y[row_begin + i] = __float2bfloat16_rn(v);
+  }
+}
+
+// The SM count of the current device, with the kernel allowed all the shared memory a block may opt
+// into (set once per device: the launch path is also the engine's tuning loop).
+int prepared_sm_count() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> sms_of[kMaxDevices];
+  int device = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= kMaxDevices) throw std::runtime_error("ring GEMV: device index beyond 63");
+  int sms = sms_of[device].load();
+  if (sms == 0) {
+    int optin = 0;
+    GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(ring_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    sms_of[device].store(sms);
+  }
+  return sms;
+}
+
+int max_dynamic_smem() {
+  cudaFuncAttributes attr{};
+  GPUSCOUT_CUDA_CHECK(cudaFuncGetAttributes(&attr, ring_gemv_kernel));
+  return attr.maxDynamicSharedSizeBytes;
+}
+
+}  // namespace
+
+bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream) {
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+  if (n <= 0 || k <= 0 || k % 8 != 0 || !aligned) return false;
+  const int grid = std::min(prepared_sm_count(), n);
+  const std::size_t smem = smem_bytes(n, k, grid);
+  if (smem > static_cast<std::size_t>(max_dynamic_smem())) return false;
+  launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y);
+  return true;
+}
+
+bool ring_gemv_by_default() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPUSCOUT_RING_GEMV");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+}  // namespace gpuscout::cuda::infer
