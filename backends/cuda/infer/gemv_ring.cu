@@ -42,31 +42,6 @@ constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceByte
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
 }
-__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
 
 // Shared memory: the ring, its full/empty barriers, x (k BF16), the block's row sums.
 std::size_t smem_bytes(int n, int k, int grid) {
@@ -94,7 +69,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       mbar_init(full + i, 1);
       mbar_init(empty + i, 1);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
 
@@ -103,7 +78,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       const auto* span = reinterpret_cast<const unsigned char*>(w + static_cast<std::int64_t>(row_begin) * k);
       for (int p = 0; p < pieces; ++p) {
         const int slot = p % kSlots;
-        if (p >= kSlots) mbar_wait(empty + slot, ((p / kSlots) - 1) & 1);
+        if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
         const int row = p / per_row, segment = p - row * per_row;
         const int offset = segment * kPieceBytes;
         const unsigned bytes = static_cast<unsigned>(min(kPieceBytes, row_bytes - offset));
@@ -126,7 +101,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const int slot = p % kSlots;
     const int row = p / per_row, segment = p - row * per_row;
     const int chunks = min(kPieceBytes, row_bytes - segment * kPieceBytes) / 16;
-    mbar_wait(full + slot, (p / kSlots) & 1);
+    mbar_wait_parity(full + slot, (p / kSlots) & 1);
     const auto* w4 = reinterpret_cast<const uint4*>(ring + slot * kPieceBytes);
     const uint4* xp = xs4 + segment * (kPieceBytes / 16);
     float acc0 = 0.0f, acc1 = 0.0f;  // two chains, so FMA latency does not bind
