@@ -38,6 +38,7 @@
 
 #include "engine.hpp"
 #include "engine_gemm.hpp"
+#include "gpuscout/bench/serve_metrics.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/data/data_source.hpp"
 #include "gpuscout/infer/reference_model.hpp"
@@ -434,7 +435,13 @@ int bench(const std::string& model, const BenchFlags& flags) {
       scheduler.complete(plan, tokens);
     }
     const double step = median(times);
-    const double bytes = static_cast<double>(info.weight_bytes_per_gpu) + median(kv_bytes);
+    // Weights but the embedding table (a step gathers `batch` rows of it), as the serve record counts
+    // them (serve_metrics.hpp); until session 8 this line counted the whole table, 1.05 GB of
+    // Llama-3.1-8B's 16.1, and its % of the roofline read ~7% higher than the serve record's.
+    const auto format = flags.fp8 ? gi::WeightFormat::fp8_e4m3 : gi::WeightFormat::bf16;
+    const double weights =
+        static_cast<double>(gpuscout::bench::decode_step_bytes(cfg, batch, 0, tp, format).weight_bytes) / tp;
+    const double bytes = weights + median(kv_bytes);
     const double roofline = bytes / (copy_gbs * 1e9);
     fmt::print(
         "decode batch {:3d} ctx {}..{}: step {:.3f} ms (median of {}) | {:.0f} tokens/s | bytes/step {:.2f} GB "
