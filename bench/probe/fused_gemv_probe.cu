@@ -2,18 +2,24 @@
 // Llama-3.1-8B layer weights (32 x [qkv 6144x4096, o 4096x4096, gate_up 28672x4096, down
 // 4096x14336], 14.0 GB) at batch 1, by warps per block, loads in flight per lane and what sits
 // between the stages (nothing, a grid barrier, a barrier plus staging the input vector).
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 fused_gemv_probe.cu -o fused_gemv_probe
+// Build (repository root): nvcc -O3 -std=c++17 -arch=sm_90 -Ibackends/cuda/infer -Ibackends/cuda/include
+//   -Iinclude bench/probe/fused_gemv_probe.cu -o fused_gemv_probe
+// (the mbarrier, bulk-copy and BF16 helpers are the engine's, backends/cuda/infer/kernel_util.cuh)
 // Session 8's figures (bench/results/h200-fused-decode-s8-20261130.txt, bench/NOTES.md) came from
 // this file as it evolved: calls 3-5 streamed pattern-filled weights, call 10 random ones (the same
 // times within 0.5%). The third design of call 4 (a TMA ring whose pieces the whole block consumes
 // one at a time: 4.04 ms without barriers) is in commit aa020fe.
 #include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
 
-using bf16 = __nv_bfloat16;
+#include "kernel_util.cuh"
+
+using gpuscout::cuda::infer::bf16;
+using namespace gpuscout::cuda::infer;
 #define CK(x)                                        \
   do {                                               \
     cudaError_t e = (x);                             \
@@ -35,19 +41,6 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
-  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-  for (int j = 0; j < 4; ++j) {
-    float2 p = __bfloat1622float2(h[j]);
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // Grid barrier k: every block arrives once, then waits until the counter reaches k x blocks;
 // `sync` synchronizes the block's threads that take part.
 template <typename Sync>
@@ -134,34 +127,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
 }
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
 __device__ __forceinline__ void consumer_sync(int threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
@@ -176,15 +141,15 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
   auto* ring = reinterpret_cast<unsigned char*>(smem);
   auto* xs4 = reinterpret_cast<uint4*>(ring + kSlots * kPieceBytes);
   auto* rowacc = reinterpret_cast<float*>(xs4 + 14336 / 8);
-  auto* bars = reinterpret_cast<unsigned long long*>(rowacc + 256);
-  unsigned long long* full = bars;
-  unsigned long long* empty = bars + kSlots;
+  auto* bars = reinterpret_cast<std::uint64_t*>(rowacc + 256);
+  std::uint64_t* full = bars;
+  std::uint64_t* empty = bars + kSlots;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kSlots; ++i) {
       mbar_init(full + i, 1);
       mbar_init(empty + i, 1);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -204,11 +169,11 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
         for (long long r = row_begin; r < row_end; ++r) {
           for (int off = 0; off < row_bytes; off += kPieceBytes, ++piece) {
             const int slot = piece % kSlots;
-            if (piece >= kSlots) mbar_wait(empty + slot, ((piece / kSlots) - 1) & 1);
+            if (piece >= kSlots) mbar_wait_parity(empty + slot, ((piece / kSlots) - 1) & 1);
             const unsigned bytes = min(kPieceBytes, row_bytes - off);
             mbar_arrive_expect_tx(full + slot, bytes);
-            bulk_copy(ring + slot * kPieceBytes, reinterpret_cast<const char*>(ws[st] + r * k) + off, bytes,
-                      full + slot);
+            bulk_copy_to_shared(ring + slot * kPieceBytes, reinterpret_cast<const char*>(ws[st] + r * k) + off, bytes,
+                                full + slot);
           }
         }
         (void)begin, (void)end;
@@ -243,7 +208,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
         const int slot = piece % kSlots;
         const int row = q / per_row, seg = q % per_row;
         const int bytes = min(kPieceBytes, row_bytes - seg * kPieceBytes);
-        mbar_wait(full + slot, (piece / kSlots) & 1);
+        mbar_wait_parity(full + slot, (piece / kSlots) & 1);
         const uint4* w4 = reinterpret_cast<const uint4*>(ring + slot * kPieceBytes);
         const uint4* x4 = xs4 + seg * (kPieceBytes / 16);
         float acc0 = 0.f, acc1 = 0.f;
