@@ -129,29 +129,30 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
 }
 
-// The SM count of the current device, with the kernel allowed all the shared memory a block may opt
-// into (set once per device: the launch path is also the engine's tuning loop).
-int prepared_sm_count() {
+// The current device's SM count and the shared memory a block may opt into, which the kernel is
+// allowed once per device (the launch path is also the engine's tuning loop: no attribute calls
+// per launch). `sms` is stored last, so a nonzero value means both are set.
+struct DeviceLimits {
+  int sms = 0;
+  int smem_optin = 0;
+};
+
+DeviceLimits prepared_device() {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> sms_of[kMaxDevices];
+  static std::atomic<int> smem_optin_of[kMaxDevices];
   int device = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   if (device >= kMaxDevices) throw std::runtime_error("ring GEMV: device index beyond 63");
-  int sms = sms_of[device].load();
-  if (sms == 0) {
-    int optin = 0;
+  if (sms_of[device].load() == 0) {
+    int sms = 0, optin = 0;
     GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(ring_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    smem_optin_of[device].store(optin);
     sms_of[device].store(sms);
   }
-  return sms;
-}
-
-int max_dynamic_smem() {
-  cudaFuncAttributes attr{};
-  GPUSCOUT_CUDA_CHECK(cudaFuncGetAttributes(&attr, ring_gemv_kernel));
-  return attr.maxDynamicSharedSizeBytes;
+  return DeviceLimits{sms_of[device].load(), smem_optin_of[device].load()};
 }
 
 }  // namespace
@@ -159,9 +160,10 @@ int max_dynamic_smem() {
 bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream) {
   const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
   if (n <= 0 || k <= 0 || k % 8 != 0 || !aligned) return false;
-  const int grid = std::min(prepared_sm_count(), n);
+  const DeviceLimits limits = prepared_device();
+  const int grid = std::min(limits.sms, n);
   const std::size_t smem = smem_bytes(n, k, grid);
-  if (smem > static_cast<std::size_t>(max_dynamic_smem())) return false;
+  if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
   launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y);
   return true;
 }
