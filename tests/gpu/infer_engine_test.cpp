@@ -77,7 +77,7 @@ struct Totals {
 // which the reference does not model, so the bounds are wider (still far below what a wrong scale,
 // layout or code would give: those miss by 100% of the logits).
 int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus, bool graphs, const Scenario& sc,
-                 bool fp8 = false) {
+                 bool fp8 = false, ci::DecodeAttentionPlan attention_plan = {}) {
   const double max_rel_abs = fp8 ? 0.15 : 0.03, max_rel_l2 = fp8 ? 0.08 : 0.02, tie_margin = fp8 ? 0.3 : 0.05;
   ci::EngineOptions eo;
   eo.fp8_weights = fp8;
@@ -87,6 +87,7 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   eo.max_running = sc.max_running;
   eo.max_step_tokens = sc.max_step_tokens;
   eo.cuda_graphs = graphs;
+  eo.attention_plan_override = attention_plan;
   auto engine = ci::CudaEngine::create(cfg, eo);
   engine->keep_logits(true);
   // With graphs the engine times its decode attention plans (one line per bucket and context
@@ -178,9 +179,13 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   fmt::print(
       "{}{} TP{} graphs {}: {} steps ({} graph replays), {} preemptions, {} rows compared, worst "
       "max|diff|/max|logit| {:.4f}, worst rel L2 {:.4f}, near-tie tokens {}, failures {} -> {}\n",
-      sc.name, std::string(fp8 ? " FP8" : "") + (cfg.qkv_bias ? " QKV-bias" : ""), gpus.size(), graphs ? "on" : "off",
-      t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2, t.ties, t.failures,
-      t.failures == 0 ? "PASS" : "FAIL");
+      sc.name,
+      std::string(fp8 ? " FP8" : "") + (cfg.qkv_bias ? " QKV-bias" : "") +
+          (attention_plan.kernel == ci::DecodeAttentionPlan::Kernel::automatic
+               ? ""
+               : " attention " + ci::describe(attention_plan)),
+      gpus.size(), graphs ? "on" : "off", t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2,
+      t.ties, t.failures, t.failures == 0 ? "PASS" : "FAIL");
   return t.failures == 0 && setup_failures == 0 ? 0 : 1;
 }
 
@@ -555,6 +560,12 @@ int main(int argc, char** argv) {
         failures += run_scenario(tiny, gpus, graphs, single);
       }
       failures += run_scenario(tiny, gpus, true, tight);
+      // Each decode attention kernel forced into the graphs once: both read the newest token's K/V,
+      // which the RoPE kernel just before them stores, after their wait and the older rows before it.
+      for (const auto kernel : {ci::DecodeAttentionPlan::Kernel::split, ci::DecodeAttentionPlan::Kernel::streaming}) {
+        for (const Scenario* sc : {&mixed, &single})
+          failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
+      }
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
       // Qwen2.5's QKV biases (added in the RoPE + KV-store kernel), at TP2 sharded with the heads.
       gi::TransformerConfig biased = tiny;

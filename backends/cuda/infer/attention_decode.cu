@@ -227,8 +227,43 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   for (int s = 0; s < kStages; ++s) lookup_tile();
+  __syncthreads();  // the ring's first slots
 
-  // Q and the new token's K/V come from the kernel before this one; `out` is read by earlier ones.
+  // Rows of tile `at` into `stage`: all of them, or (newest = -1) all but the newest token's, or
+  // (newest = 1) only that one. The newest token (position ctx - 1) has its K/V stored by the
+  // kernel before this one, every other row by earlier steps.
+  auto issue_rows = [&](const TileCursor& at, int stage, int newest) {
+    const std::uint32_t* rows = ring + (at.x % (kStages + 1)) * kTileRows;
+    const int newest_row = at.ctx - 1 - at.j * kTileRows;  // in this tile if below kTileRows
+#pragma unroll
+    for (int c = tid; c < kTileRows * T::kChunks; c += kThreads) {
+      const int r = c / T::kChunks, cc = c % T::kChunks;
+      if (newest != 0 && (r == newest_row) != (newest > 0)) continue;
+      const std::uint32_t row = rows[r];
+      const bool valid = row != kNoRow;
+      const std::int64_t src = valid ? static_cast<std::int64_t>(row) * D + cc * 8 : 0;
+      const int dst = stage * T::kElems + T::offset(r, cc);
+      cp_async16(ks + dst, k_cache + src, valid ? 16 : 0);
+      cp_async16(vs + dst, v_cache + src, valid ? 16 : 0);
+    }
+  };
+  auto issue_queries = [&](const TileCursor& at, int stage) {
+    if ((at.j == 0 || at.x == x0) && tid < group * T::kChunks) {  // a segment's queries
+      const int h = tid / T::kChunks, cc = tid % T::kChunks;
+      const bf16* src =
+          q + static_cast<std::int64_t>(batch.q_start[at.seq]) * q_stride + (at.kvh * group + h) * D + cc * 8;
+      cp_async16(qs + (stage * kMaxGroup + h) * D + cc * 8, src, 16);
+    }
+  };
+  // The first kStages - 1 tiles but their newest rows are requested before pdl_wait, so that their
+  // latency overlaps the end of the kernel before.
+  TileCursor issue = start;
+  for (int s = 0; s < kStages - 1 && x0 < x1 && issue.x < x1; ++s) {
+    issue_rows(issue, s, -1);
+    issue.advance(prefix, batch, kv_heads);
+  }
+
+  // Q and the newest K/V come from the kernel before this one; `out` is read by earlier ones.
   pdl_wait();
   pdl_trigger();
   // Padding rows (a query, no context) get deterministic zeros: sequence s from block s % grid.
@@ -239,34 +274,27 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if (x0 >= x1) return;
-  __syncthreads();  // the ring's first slots
+  {
+    TileCursor at = start;
+    for (int s = 0; s < kStages - 1 && at.x < x1; ++s) {
+      issue_rows(at, s, 1);
+      issue_queries(at, s);
+      at.advance(prefix, batch, kv_heads);
+    }
+  }
+  // The first tiles are one commit group, followed by empty ones: the loop below counts kStages - 1
+  // groups ahead of tile 0, and each tile's group is at or before its own position in that count.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) cp_async_commit();
 
-  TileCursor issue = start;
   auto issue_tile = [&](int stage) {
     if (issue.x < x1) {
-      const std::uint32_t* rows = ring + (issue.x % (kStages + 1)) * kTileRows;
-#pragma unroll
-      for (int c = tid; c < kTileRows * T::kChunks; c += kThreads) {
-        const int r = c / T::kChunks, cc = c % T::kChunks;
-        const std::uint32_t row = rows[r];
-        const bool valid = row != kNoRow;
-        const std::int64_t src = valid ? static_cast<std::int64_t>(row) * D + cc * 8 : 0;
-        const int dst = stage * T::kElems + T::offset(r, cc);
-        cp_async16(ks + dst, k_cache + src, valid ? 16 : 0);
-        cp_async16(vs + dst, v_cache + src, valid ? 16 : 0);
-      }
-      if ((issue.j == 0 || issue.x == x0) && tid < group * T::kChunks) {  // a segment's queries
-        const int h = tid / T::kChunks, cc = tid % T::kChunks;
-        const bf16* src =
-            q + static_cast<std::int64_t>(batch.q_start[issue.seq]) * q_stride + (issue.kvh * group + h) * D + cc * 8;
-        cp_async16(qs + (stage * kMaxGroup + h) * D + cc * 8, src, 16);
-      }
+      issue_rows(issue, stage, 0);
+      issue_queries(issue, stage);
       issue.advance(prefix, batch, kv_heads);
     }
     cp_async_commit();  // one group per call, empty or not: wait_group counts stay uniform
   };
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) issue_tile(s);
 
   std::uint32_t qa[D / 16][2];  // A fragments of Q: rows g (the 8 rows g + 8 are zero)
   float o[D / 8][4];            // O accumulators: rows g (and unused g + 8), columns 8i + 2 tig
@@ -538,21 +566,45 @@ __global__ void __launch_bounds__(kThreads)
     rows[t] = (static_cast<std::uint32_t>(table[token / shape.block_size]) * shape.kv_heads + kvh) * shape.block_size +
               token % shape.block_size;
   }
-  // The step's metadata was copied before its first kernel; Q and the new token's K/V come from
-  // the kernel before this one.
-  pdl_wait();
-  pdl_trigger();
+  __syncthreads();  // rows[] complete
   const int li = threadIdx.x % kTpt;
   const int gid = threadIdx.x / kTpt;
   const int head0 = kvh * G;
-  auto load_rows = [&](const bf16* cache, int t0, uint4(&r)[kUnroll]) {
+  // Rows t0, t0 + kTokensPerStep, ... of the split (zeros past it), leaving out row `skip`.
+  auto load_rows = [&](const bf16* cache, int t0, uint4(&r)[kUnroll], int skip) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int t = t0 + u * kTokensPerStep;
-      r[u] = t < n ? ldg_stream(reinterpret_cast<const uint4*>(cache + static_cast<std::int64_t>(rows[t]) * D) + li)
-                   : make_uint4(0, 0, 0, 0);
+      r[u] = t < n && t != skip
+                 ? ldg_stream(reinterpret_cast<const uint4*>(cache + static_cast<std::int64_t>(rows[t]) * D) + li)
+                 : make_uint4(0, 0, 0, 0);
     }
   };
+  auto load_row = [&](const bf16* cache, int t0, uint4(&r)[kUnroll], int only) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (t0 + u * kTokensPerStep == only) {
+        r[u] = ldg_stream(reinterpret_cast<const uint4*>(cache + static_cast<std::int64_t>(rows[only]) * D) + li);
+      }
+    }
+  };
+  // The newest token (position ctx - 1) has its K/V stored by the kernel before this one; every
+  // other row by earlier steps. So the first round's rows but the newest are requested before
+  // pdl_wait, and their latency overlaps the end of that kernel.
+  const int newest = ctx - 1 - start < n ? ctx - 1 - start : -1;
+  // A split that one round of loads covers also requests its V rows at once (one latency instead
+  // of two); only for groups up to 4 heads, where the registers keep 2 blocks per SM.
+  constexpr bool kEarlyV = G <= 4;
+  const bool one_round = n <= kTokensPerStep * kUnroll;
+  uint4 kv[kUnroll], vv[kUnroll];
+  load_rows(k_cache, gid, kv, newest);
+  if (kEarlyV && one_round) load_rows(v_cache, gid, vv, newest);
+  // The step's metadata was copied before its first kernel; Q and the newest K/V come from the
+  // kernel before this one.
+  pdl_wait();
+  pdl_trigger();
+  load_row(k_cache, gid, kv, newest);
+  if (kEarlyV && one_round) load_row(v_cache, gid, vv, newest);
 
   // Phase 1: scores[g][t] = q_g . k_t * scale * log2(e).
   float qf[G][8];
@@ -565,18 +617,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 8; ++j) qf[g][j] *= scale_log2;
     }
   }
-  __syncthreads();  // rows[] complete
   // Warp-uniform loop bound: the shuffles below need every lane of the warp.
-  // A split that one round of loads covers also requests its V rows at once (one latency instead
-  // of two); only for groups up to 4 heads, where the registers keep 2 blocks per SM.
-  constexpr bool kEarlyV = G <= 4;
-  const bool one_round = n <= kTokensPerStep * kUnroll;
-  uint4 vv[kUnroll];
   for (int base = 0; base < n; base += kTokensPerStep * kUnroll) {
     const int t0 = base + gid;
-    uint4 kv[kUnroll];
-    load_rows(k_cache, t0, kv);
-    if (kEarlyV && one_round) load_rows(v_cache, gid, vv);
+    if (base > 0) load_rows(k_cache, t0, kv, -1);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float kf[8];
@@ -598,7 +642,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   // Otherwise the first V rows are requested now, so their latency overlaps the softmax below.
-  if (!(kEarlyV && one_round)) load_rows(v_cache, gid, vv);
+  if (!(kEarlyV && one_round)) load_rows(v_cache, gid, vv, -1);
   __syncthreads();
 
   // Phase 2: warp g turns the scores of head g into exp2(s - max) and their sum.
@@ -630,7 +674,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
   for (int base = 0; base < n; base += kTokensPerStep * kUnroll) {
     const int t0 = base + gid;
-    if (base > 0) load_rows(v_cache, t0, vv);
+    if (base > 0) load_rows(v_cache, t0, vv, -1);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int t = t0 + u * kTokensPerStep;
