@@ -24,6 +24,35 @@ constexpr int kMaxRotation = 8;  // weight instances cycled through per timed ro
 std::size_t lt_workspace_bytes(std::size_t total) {
   return total >= 2 * GemmRunner::kSmallMCounterBytes ? total - GemmRunner::kSmallMCounterBytes : total;
 }
+
+// "#3/8 (algo 66 tile 18 stages 33 split-k 1)": which heuristic candidate and its configuration, so
+// that choices can be compared between engines (attributes that cannot be read are left out).
+std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size_t count) {
+  auto get = [&algo](cublasLtMatmulAlgoConfigAttributes_t attribute) -> long long {
+    std::int32_t value = 0;
+    std::size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) !=
+            CUBLAS_STATUS_SUCCESS ||
+        written != sizeof(value)) {
+      return -1;
+    }
+    return value;
+  };
+  std::string s = fmt::format("#{}/{} (", index + 1, count);
+  const std::pair<const char*, cublasLtMatmulAlgoConfigAttributes_t> fields[] = {
+      {"algo", CUBLASLT_ALGO_CONFIG_ID},
+      {"tile", CUBLASLT_ALGO_CONFIG_TILE_ID},
+      {"stages", CUBLASLT_ALGO_CONFIG_STAGES_ID},
+      {"split-k", CUBLASLT_ALGO_CONFIG_SPLITK_NUM}};
+  bool first = true;
+  for (const auto& [name, attribute] : fields) {
+    const long long v = get(attribute);
+    if (v < 0) continue;
+    s += fmt::format("{}{} {}", first ? "" : " ", name, v);
+    first = false;
+  }
+  return s + ")";
+}
 }  // namespace
 
 struct GemmRunner::Class {
@@ -198,7 +227,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     }
     return static_cast<double>(best);
   };
-  double best_lt = std::numeric_limits<double>::max();
+  double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt;
   int best_algo = 0;
   for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
@@ -209,8 +238,11 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       continue;
     }
     if (t < best_lt) {
+      runner_up_lt = best_lt;
       best_lt = t;
       best_algo = a;
+    } else {
+      runner_up_lt = std::min(runner_up_lt, t);
     }
   }
   if (best_lt == std::numeric_limits<double>::max()) {
@@ -241,6 +273,10 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       last_effective = effective;
     }
   }
+  // cuBLASLt's pick among its candidates and the runner-up's time: near ties flip between engines.
+  const std::string lt_pick =
+      describe_algo(p.algos[static_cast<std::size_t>(best_algo)].algo, best_algo, p.algos.size()) +
+      (runner_up_lt < std::numeric_limits<double>::max() ? fmt::format(", next {:.1f} us", runner_up_lt) : "");
   std::string line;
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
@@ -249,9 +285,9 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     if (p.skinny) last_tune_.chosen = "skinny";
     // One BF16 row: the skinny path is the ring GEMV (kernel_variants.hpp), named as such.
     const char* own = rows == 1 && !c.fp8() && ring_gemv_by_default() ? "ring" : "skinny";
-    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates)", c.name, rows, c.out,
-                       c.in, p.skinny ? own : "cublaslt", p.skinny ? skinny : best_lt, p.skinny ? "cublaslt" : own,
-                       p.skinny ? best_lt : skinny, p.algos.size());
+    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us (cuBLASLt {})", c.name, rows, c.out, c.in,
+                       p.skinny ? own : "cublaslt", p.skinny ? skinny : best_lt, p.skinny ? "cublaslt" : own,
+                       p.skinny ? best_lt : skinny, lt_pick);
   } else if (!splits.empty()) {
     double best_small = std::numeric_limits<double>::max();
     int best_split = 0, best_variant = 0;
@@ -276,13 +312,12 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     }
     const std::string small_name = fmt::format("small_m ({}, split {})", small_m_variant_name(best_variant),
                                                small_m_gemm_effective_split(c.in, best_split));
-    line = fmt::format(
-        "{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us ({} cuBLASLt candidates, {} variants x {} splits)", c.name, rows,
-        c.out, c.in, small ? small_name : "cublaslt", small ? best_small : best_lt, small ? "cublaslt" : small_name,
-        small ? best_lt : best_small, p.algos.size(), kSmallMVariants, splits.size());
+    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us (cuBLASLt {}; {} variants x {} splits)",
+                       c.name, rows, c.out, c.in, small ? small_name : "cublaslt", small ? best_small : best_lt,
+                       small ? "cublaslt" : small_name, small ? best_lt : best_small, lt_pick, kSmallMVariants,
+                       splits.size());
   } else {
-    line = fmt::format("{} m={} ({}x{}): cublaslt {:.1f} us (candidate {} of {})", c.name, rows, c.out, c.in, best_lt,
-                       best_algo + 1, p.algos.size());
+    line = fmt::format("{} m={} ({}x{}): cublaslt {:.1f} us ({})", c.name, rows, c.out, c.in, best_lt, lt_pick);
   }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
