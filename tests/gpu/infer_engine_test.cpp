@@ -3,7 +3,7 @@
 //   infer_engine_test                 tiny model, TP1 (and TP2 when 2 GPUs are visible): the same
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
-//   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning]
+//   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
 //                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
@@ -361,7 +361,7 @@ double median(std::vector<double> v) {
 
 struct BenchFlags {
   int tp = 1;
-  bool pdl = true, fp8 = false, tune_attention = true;
+  bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   unsigned knock_out = 0;
   ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
@@ -386,6 +386,7 @@ int bench(const std::string& model, const BenchFlags& flags) {
   eo.knock_out = flags.knock_out;
   eo.fp8_weights = flags.fp8;
   eo.tune_attention = flags.tune_attention;
+  eo.resolve_gemm_ties = flags.resolve_gemm_ties;
   eo.attention_plan_override = flags.attention_plan;
   if (flags.knock_out != 0) {
     fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", flags.knock_out);
@@ -514,6 +515,7 @@ int main(int argc, char** argv) {
       if (a == "--no-pdl") flags.pdl = false;
       if (a == "--fp8") flags.fp8 = true;
       if (a == "--no-attention-tuning") flags.tune_attention = false;
+      if (a == "--no-gemm-ties") flags.resolve_gemm_ties = false;
       if (a == "--attention-plan" && i + 1 < argc) {
         const std::string plan = argv[++i];
         if (plan == "split") {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -224,8 +225,9 @@ void test_small_m_kernel(bool quick) {
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
-// GemmRunner: tune at 9..64 rows on a decode-sized shape (where the small-m kernel should win),
-// then run() with and without the residual; whichever kernel tune chose must be right.
+// GemmRunner: tune at 1..64 rows on a decode-sized shape, then run() with and without the residual;
+// whichever kernel tune chose must be right, and so must the second one after swap_choice() (the
+// engine's in-step resolution of near ties runs it), and swapping twice restores the first.
 void test_runner() {
   const int n = 4096, k = 4096, layers = 3;
   std::vector<std::vector<u16>> w;
@@ -244,7 +246,7 @@ void test_runner() {
   CUDA_CHECK(cudaStreamCreate(&stream));
   Dev<u16> scratch_x(random_bf16(static_cast<std::size_t>(64) * k));
   Dev<u16> scratch_y(static_cast<std::size_t>(64) * n);
-  for (int rows : {9, 32, 33, 64}) {
+  for (int rows : {1, 8, 9, 32, 33, 64}) {
     std::string line;
     {
       const ProgrammaticLaunchPause plain;
@@ -255,19 +257,39 @@ void test_runner() {
     Dev<u16> dx(x), dy(static_cast<std::size_t>(rows) * n);
     const int layer = rows % layers;
     const Reference plain = reference(x, w[layer], rows, n, k);
-    for (bool accumulate : {false, true}) {
-      dy.upload(accumulate ? residual : std::vector<u16>(dy.n, kPoison));
-      runner.run(cls, rows, dx.as<bf16>(), ptrs[layer], dy.as<bf16>(), accumulate, stream);
-      CUDA_CHECK(cudaGetLastError());
-      const auto got = dy.download();
-      const Reference ref = accumulate ? plus_residual(plain, residual) : plain;
-      // Only cuBLASLt gets the second rounding: the small-m kernel adds the residual in FP32.
-      const bool lt = runner.last_tune_times().chosen == "cublaslt";
-      const Verdict v = compare(got, ref, lt && accumulate);
-      char name[160];
-      std::snprintf(name, sizeof name, "runner rows %2d %s%s", rows, runner.last_tune_times().chosen.c_str(),
-                    accumulate ? " +residual" : "");
-      report(name, v.bad == 0, describe(v, got, ref));
+    const std::string tuned = runner.choice_name(cls, rows);
+    const bool second = std::isfinite(runner.tie_margin(cls, rows));
+    // Up to 8 rows the skinny kernel is always timed against cuBLASLt, so there is a second kernel.
+    if (rows <= 8) report("runner rows " + std::to_string(rows) + " has a second kernel", second, line);
+    for (int pass = 0; pass < (second ? 2 : 1); ++pass) {
+      if (pass == 1) runner.swap_choice(cls, rows);
+      const std::string chosen = runner.choice_name(cls, rows);
+      if (pass == 1)
+        report("runner rows " + std::to_string(rows) + " swapped", chosen != tuned, tuned + " -> " + chosen);
+      for (bool accumulate : {false, true}) {
+        dy.upload(accumulate ? residual : std::vector<u16>(dy.n, kPoison));
+        runner.run(cls, rows, dx.as<bf16>(), ptrs[layer], dy.as<bf16>(), accumulate, stream);
+        CUDA_CHECK(cudaGetLastError());
+        const auto got = dy.download();
+        const Reference ref = accumulate ? plus_residual(plain, residual) : plain;
+        // Only cuBLASLt gets the second rounding: our kernels add the residual in FP32.
+        const Verdict v = compare(got, ref, chosen == "cublaslt" && accumulate);
+        char name[160];
+        std::snprintf(name, sizeof name, "runner rows %2d %s%s", rows, chosen.c_str(), accumulate ? " +residual" : "");
+        report(name, v.bad == 0, describe(v, got, ref));
+      }
+    }
+    if (second) {
+      runner.swap_choice(cls, rows);
+      report("runner rows " + std::to_string(rows) + " swapped back", runner.choice_name(cls, rows) == tuned, tuned);
+    } else {
+      bool threw = false;
+      try {
+        runner.swap_choice(cls, rows);
+      } catch (const std::logic_error&) {
+        threw = true;
+      }
+      report("runner rows " + std::to_string(rows) + " refuses a swap without a second kernel", threw, tuned);
     }
     std::printf("  tune: %s\n", line.c_str());
   }

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -354,6 +355,7 @@ struct CudaEngine::Impl {
   void step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key);
   void tune(Rank& r, std::vector<std::string>& lines);
   void tune_attention(Rank& r, std::vector<std::string>& lines);
+  void resolve_gemm_ties(std::vector<std::string>& lines);
 };
 
 CudaEngine::Impl::~Impl() {
@@ -731,7 +733,11 @@ void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims&
   const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   GPUSCOUT_CUDA_CHECK(rc);
-  r.graphs[key] = exec;
+  auto [it, inserted] = r.graphs.emplace(key, exec);
+  if (!inserted) {  // a re-capture (resolve_gemm_ties): the stream is idle, the old graph unused
+    GPUSCOUT_CUDA_CHECK(cudaGraphExecDestroy(it->second));
+    it->second = exec;
+  }
 }
 
 void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key) {
@@ -882,6 +888,99 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
     }
   }
   GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+}
+
+// GEMM choices that were close when timed alone, settled in whole decode steps. On the H200 the
+// batch-8 step of Llama-3.1-8B took ~5.0 or ~5.25 ms from one engine to the next: the o projection
+// went to the skinny kernel or to cuBLASLt depending on a 1-9% difference per call, and inside a
+// step the skinny one cost ~6 us more per layer (bench/NOTES.md, session 9). So for every bucket
+// with a GEMM class whose second kernel was within kTieMargin per call, the bucket's graph (at a
+// 512-token context, or the engine's longest if shorter) is timed as it is, then with that
+// class's choice swapped (on every rank), and the swap is kept when the step is faster by more
+// than kKeepMargin; every graph of the bucket is then captured again with the choices kept.
+// Steps are timed like serving steps (wall time around the replay and the sampled tokens'
+// copy-back), median of kTimedSteps after kWarmSteps.
+void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
+  constexpr double kTieMargin = 0.10, kKeepMargin = 0.003;
+  constexpr int kWarmSteps = 2, kTimedSteps = 15;
+  const int ctx = std::min(512, max_context);
+  const int ctx_class = *std::lower_bound(ctx_classes.begin(), ctx_classes.end(), ctx);
+  const int bs = opt.kv_block_size;
+  const int blocks_per_seq = ceil_div(ctx, bs);
+  for (int b : buckets) {
+    Rank& r0 = *ranks[0];
+    std::vector<int> ties;
+    for (int cls : {r0.g_qkv, r0.g_o, r0.g_gate_up, r0.g_down, r0.g_lm}) {
+      if (r0.gemm->tie_margin(cls, b) < kTieMargin) ties.push_back(cls);
+    }
+    if (ties.empty()) continue;
+    // b decode sequences of ctx tokens on distinct KV blocks (wrapping when the cache is small).
+    gi::StepPlan plan;
+    for (int i = 0; i < b; ++i) {
+      gi::SeqChunk c;
+      c.seq_id = static_cast<std::uint64_t>(i + 1);
+      c.slot = i;
+      c.tokens = {1};
+      c.start_position = ctx - 1;
+      c.samples = true;
+      for (int j = 0; j < blocks_per_seq; ++j) {
+        c.block_table.push_back(
+            static_cast<std::int32_t>((static_cast<std::int64_t>(i) * blocks_per_seq + j) % info.kv_blocks));
+      }
+      plan.chunks.push_back(std::move(c));
+    }
+    plan.decode_tokens = b;
+    const StepDims d = fill_step(plan, b, ctx_class);
+    auto recapture = [&](int c) {
+      const StepDims pad = fill_padding(b, c);
+      run_ranks("start-up capture, batch", b, [&](int ri) {
+        capture(*ranks[static_cast<std::size_t>(ri)], {b, c}, pad);
+      });
+    };
+    auto step_ms = [&] {
+      (void)fill_step(plan, b, ctx_class);  // the staging block may hold another step's metadata
+      std::vector<double> times;
+      for (int i = 0; i < kWarmSteps + kTimedSteps; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run_ranks("start-up timing step, batch", b, [&](int ri) {
+          step_on_rank(*ranks[static_cast<std::size_t>(ri)], d, {b, ctx_class});
+        });
+        const std::chrono::duration<double, std::milli> t = std::chrono::steady_clock::now() - t0;
+        if (i >= kWarmSteps) times.push_back(t.count());
+      }
+      std::nth_element(times.begin(), times.begin() + kTimedSteps / 2, times.end());
+      return times[kTimedSteps / 2];
+    };
+    double best = step_ms();
+    bool changed = false;
+    for (int cls : ties) {
+      const std::string before = r0.gemm->choice_name(cls, b);
+      auto swap_all = [&] {
+        for (auto& r : ranks) {
+          if (std::isfinite(r->gemm->tie_margin(cls, b))) r->gemm->swap_choice(cls, b);
+        }
+      };
+      swap_all();
+      const std::string after = r0.gemm->choice_name(cls, b);
+      recapture(ctx_class);
+      const double t = step_ms();
+      const bool keep = t < best * (1.0 - kKeepMargin);
+      lines.push_back(fmt::format("in-step batch {} {}: {} {:.3f} ms vs {} {:.3f} ms per step at {} tokens -> {}", b,
+                                  r0.gemm->class_name(cls), before, best, after, t, ctx, keep ? after : before));
+      if (keep) {
+        best = t;
+        changed = true;
+      } else {
+        swap_all();
+        recapture(ctx_class);
+      }
+    }
+    if (changed) {
+      for (int c : ctx_classes) {
+        if (c != ctx_class) recapture(c);
+      }
+    }
+  }
 }
 
 // For every decode bucket and context class, the decode attention kernel and grid that ran fastest
@@ -1213,6 +1312,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     }
     if (options.cuda_graphs) e.info.graph_buckets.push_back(b);
   }
+  if (options.cuda_graphs && options.resolve_gemm_ties) e.resolve_gemm_ties(e.info.gemm_choices);
 
   e.info.tp = e.tp;
   e.info.weight_bytes_per_gpu = static_cast<std::int64_t>(e.ranks[0]->weight_bytes);

@@ -65,6 +65,10 @@ struct EngineOptions {
   // A plan other than automatic: every decode graph uses it and nothing is timed (A/B runs:
   // infer_engine_test --attention-plan).
   DecodeAttentionPlan attention_plan_override;
+  // GEMM kernel choices that timing alone found close (the second within 10% per call): time both
+  // in whole decode steps of the bucket's graph at a 512-token context and keep the faster
+  // (CudaEngine::Impl::resolve_gemm_ties). Only with cuda_graphs.
+  bool resolve_gemm_ties = true;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_variants.hpp"
@@ -71,6 +72,11 @@ struct GemmRunner::Plan {
   bool skinny = false;    // launch_skinny_gemm instead
   int small_m_split = 0;  // > 0: launch_small_m_gemm with this k-split instead
   int small_m_variant = 0;
+  // The kernel tune() ranked second (cuBLASLt or our own, whichever lost) and both per-call times:
+  // swap_choice() exchanges the two. alternative_us < 0: there was no second kernel.
+  bool alternative_skinny = false;
+  int alternative_split = 0, alternative_variant = 0;
+  double chosen_us = -1, alternative_us = -1;
 };
 
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
@@ -277,12 +283,17 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   const std::string lt_pick =
       describe_algo(p.algos[static_cast<std::size_t>(best_algo)].algo, best_algo, p.algos.size()) +
       (runner_up_lt < std::numeric_limits<double>::max() ? fmt::format(", next {:.1f} us", runner_up_lt) : "");
+  p.chosen_us = best_lt;
+  p.alternative_us = -1;
   std::string line;
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
     last_tune_.skinny_us = skinny;
     p.skinny = skinny < best_lt;
     if (p.skinny) last_tune_.chosen = "skinny";
+    p.alternative_skinny = !p.skinny;
+    p.chosen_us = std::min(skinny, best_lt);
+    p.alternative_us = std::max(skinny, best_lt);
     // One BF16 row: the skinny path is the ring GEMV (kernel_variants.hpp), named as such.
     const char* own = rows == 1 && !c.fp8() && ring_gemv_by_default() ? "ring" : "skinny";
     line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us (cuBLASLt {})", c.name, rows, c.out, c.in,
@@ -309,11 +320,16 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       p.small_m_split = best_split;
       p.small_m_variant = best_variant;
       last_tune_.chosen = "small_m";
+    } else {
+      p.alternative_split = best_split;
+      p.alternative_variant = best_variant;
     }
+    p.chosen_us = std::min(best_small, best_lt);
+    p.alternative_us = std::max(best_small, best_lt);
     const std::string small_name = fmt::format("small_m ({}, split {})", small_m_variant_name(best_variant),
                                                small_m_gemm_effective_split(c.in, best_split));
-    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us (cuBLASLt {}; {} variants x {} splits)",
-                       c.name, rows, c.out, c.in, small ? small_name : "cublaslt", small ? best_small : best_lt,
+    line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us (cuBLASLt {}; {} variants x {} splits)", c.name,
+                       rows, c.out, c.in, small ? small_name : "cublaslt", small ? best_small : best_lt,
                        small ? "cublaslt" : small_name, small ? best_lt : best_small, lt_pick, kSmallMVariants,
                        splits.size());
   } else {
@@ -322,6 +338,33 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   return line;
+}
+
+double GemmRunner::tie_margin(int cls, int rows) {
+  const Plan& p = plan(cls, rows);
+  if (p.alternative_us < 0 || p.chosen_us <= 0) return std::numeric_limits<double>::infinity();
+  return (p.alternative_us - p.chosen_us) / p.chosen_us;
+}
+
+void GemmRunner::swap_choice(int cls, int rows) {
+  Plan& p = plan(cls, rows);
+  if (p.alternative_us < 0) throw std::logic_error("GemmRunner::swap_choice: no second kernel was timed");
+  std::swap(p.skinny, p.alternative_skinny);
+  std::swap(p.small_m_split, p.alternative_split);
+  std::swap(p.small_m_variant, p.alternative_variant);
+  std::swap(p.chosen_us, p.alternative_us);
+}
+
+std::string GemmRunner::choice_name(int cls, int rows) {
+  const Plan& p = plan(cls, rows);
+  const Class& c = *classes_.at(cls);
+  if (p.skinny) return rows == 1 && !c.fp8() && ring_gemv_by_default() ? "ring" : "skinny";
+  if (p.small_m_split > 0) return "small_m";
+  return "cublaslt";
+}
+
+const std::string& GemmRunner::class_name(int cls) const {
+  return classes_.at(cls)->name;
 }
 
 }  // namespace gpuscout::cuda::infer
