@@ -892,93 +892,103 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
 
 // GEMM choices that were close when timed alone, settled in whole decode steps. On the H200 the
 // batch-8 step of Llama-3.1-8B took ~5.0 or ~5.25 ms from one engine to the next: the o projection
-// went to the skinny kernel or to cuBLASLt depending on a 1-9% difference per call, and inside a
-// step the skinny one cost ~6 us more per layer (bench/NOTES.md, session 9). So for every bucket
-// with a GEMM class whose second kernel was within kTieMargin per call, the bucket's graph (at a
-// 512-token context, or the engine's longest if shorter) is timed as it is, then with that
-// class's choice swapped (on every rank), and the swap is kept when the step is faster by more
-// than kKeepMargin; every graph of the bucket is then captured again with the choices kept.
-// Steps are timed like serving steps (wall time around the replay and the sampled tokens'
-// copy-back), median of kTimedSteps after kWarmSteps.
+// went to the skinny kernel or to cuBLASLt on a 1-9% difference per call, and inside a step at
+// 512..576 tokens (the streaming attention on two blocks per SM before it) the skinny one cost
+// ~6 us more per layer, while at <= 512 tokens (the split attention) the two tied (bench/NOTES.md,
+// session 9). So the choice is made per graph: for every bucket with a GEMM class whose second
+// kernel was within kTieMargin per call, and every context class up to kLongestTimedClass, the
+// graph is timed at the middle of its context range, then with each such class swapped (on every
+// rank), keeping a swap when the step is faster by more than kKeepMargin; longer classes take the
+// choices of the longest timed one. Each graph is captured with its own choices; the runner is
+// left with the ones timing alone made (eager steps). Steps are timed like serving steps (wall time
+// around the replay and the sampled tokens' copy-back), median of kTimedSteps after kWarmSteps.
 void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
   constexpr double kTieMargin = 0.10, kKeepMargin = 0.003;
-  constexpr int kWarmSteps = 2, kTimedSteps = 15;
-  const int ctx = std::min(512, max_context);
-  const int ctx_class = *std::lower_bound(ctx_classes.begin(), ctx_classes.end(), ctx);
+  constexpr int kWarmSteps = 1, kTimedSteps = 9, kLongestTimedClass = 8192;
   const int bs = opt.kv_block_size;
-  const int blocks_per_seq = ceil_div(ctx, bs);
+  Rank& r0 = *ranks[0];
+  auto swap_all = [&](int cls, int b) {
+    for (auto& r : ranks) {
+      if (std::isfinite(r->gemm->tie_margin(cls, b))) r->gemm->swap_choice(cls, b);
+    }
+  };
   for (int b : buckets) {
-    Rank& r0 = *ranks[0];
     std::vector<int> ties;
     for (int cls : {r0.g_qkv, r0.g_o, r0.g_gate_up, r0.g_down, r0.g_lm}) {
       if (r0.gemm->tie_margin(cls, b) < kTieMargin) ties.push_back(cls);
     }
     if (ties.empty()) continue;
-    // b decode sequences of ctx tokens on distinct KV blocks (wrapping when the cache is small).
-    gi::StepPlan plan;
-    for (int i = 0; i < b; ++i) {
-      gi::SeqChunk c;
-      c.seq_id = static_cast<std::uint64_t>(i + 1);
-      c.slot = i;
-      c.tokens = {1};
-      c.start_position = ctx - 1;
-      c.samples = true;
-      for (int j = 0; j < blocks_per_seq; ++j) {
-        c.block_table.push_back(
-            static_cast<std::int32_t>((static_cast<std::int64_t>(i) * blocks_per_seq + j) % info.kv_blocks));
-      }
-      plan.chunks.push_back(std::move(c));
-    }
-    plan.decode_tokens = b;
-    const StepDims d = fill_step(plan, b, ctx_class);
     auto recapture = [&](int c) {
       const StepDims pad = fill_padding(b, c);
       run_ranks("start-up capture, batch", b, [&](int ri) {
         capture(*ranks[static_cast<std::size_t>(ri)], {b, c}, pad);
       });
     };
-    auto step_ms = [&] {
-      (void)fill_step(plan, b, ctx_class);  // the staging block may hold another step's metadata
-      std::vector<double> times;
-      for (int i = 0; i < kWarmSteps + kTimedSteps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        run_ranks("start-up timing step, batch", b, [&](int ri) {
-          step_on_rank(*ranks[static_cast<std::size_t>(ri)], d, {b, ctx_class});
-        });
-        const std::chrono::duration<double, std::milli> t = std::chrono::steady_clock::now() - t0;
-        if (i >= kWarmSteps) times.push_back(t.count());
+    std::vector<int> kept;  // classes swapped in the last timed context class
+    int below = 0;          // the previous class's bound
+    for (int c : ctx_classes) {
+      const int ctx = std::max(2, (below + 1 + c) / 2);
+      below = c;
+      if (c > kLongestTimedClass && c != ctx_classes.front()) {
+        for (int cls : kept) swap_all(cls, b);
+        recapture(c);
+        for (int cls : kept) swap_all(cls, b);
+        continue;
       }
-      std::nth_element(times.begin(), times.begin() + kTimedSteps / 2, times.end());
-      return times[kTimedSteps / 2];
-    };
-    double best = step_ms();
-    bool changed = false;
-    for (int cls : ties) {
-      const std::string before = r0.gemm->choice_name(cls, b);
-      auto swap_all = [&] {
-        for (auto& r : ranks) {
-          if (std::isfinite(r->gemm->tie_margin(cls, b))) r->gemm->swap_choice(cls, b);
+      // b decode sequences of ctx tokens on distinct KV blocks (wrapping when the cache is small).
+      gi::StepPlan plan;
+      const int blocks_per_seq = ceil_div(ctx, bs);
+      for (int i = 0; i < b; ++i) {
+        gi::SeqChunk chunk;
+        chunk.seq_id = static_cast<std::uint64_t>(i + 1);
+        chunk.slot = i;
+        chunk.tokens = {1};
+        chunk.start_position = ctx - 1;
+        chunk.samples = true;
+        for (int j = 0; j < blocks_per_seq; ++j) {
+          chunk.block_table.push_back(
+              static_cast<std::int32_t>((static_cast<std::int64_t>(i) * blocks_per_seq + j) % info.kv_blocks));
         }
+        plan.chunks.push_back(std::move(chunk));
+      }
+      plan.decode_tokens = b;
+      auto step_ms = [&] {
+        const StepDims d = fill_step(plan, b, c);  // the staging block: this step's metadata
+        std::vector<double> times;
+        for (int i = 0; i < kWarmSteps + kTimedSteps; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          run_ranks("start-up timing step, batch", b, [&](int ri) {
+            step_on_rank(*ranks[static_cast<std::size_t>(ri)], d, {b, c});
+          });
+          const std::chrono::duration<double, std::milli> t = std::chrono::steady_clock::now() - t0;
+          if (i >= kWarmSteps) times.push_back(t.count());
+        }
+        std::nth_element(times.begin(), times.begin() + kTimedSteps / 2, times.end());
+        return times[kTimedSteps / 2];
       };
-      swap_all();
-      const std::string after = r0.gemm->choice_name(cls, b);
-      recapture(ctx_class);
-      const double t = step_ms();
-      const bool keep = t < best * (1.0 - kKeepMargin);
-      lines.push_back(fmt::format("in-step batch {} {}: {} {:.3f} ms vs {} {:.3f} ms per step at {} tokens -> {}", b,
-                                  r0.gemm->class_name(cls), before, best, after, t, ctx, keep ? after : before));
-      if (keep) {
-        best = t;
-        changed = true;
-      } else {
-        swap_all();
-        recapture(ctx_class);
+      double best = step_ms();
+      kept.clear();
+      std::string line = fmt::format("in-step batch {} context <= {} at {} tokens:", b, c, ctx);
+      for (int cls : ties) {
+        const std::string before = r0.gemm->choice_name(cls, b);
+        swap_all(cls, b);
+        const std::string after = r0.gemm->choice_name(cls, b);
+        recapture(c);
+        const double t = step_ms();
+        const bool keep = t < best * (1.0 - kKeepMargin);
+        line += fmt::format(" {} {} {:.3f} vs {} {:.3f} ms -> {};", r0.gemm->class_name(cls), before, best, after, t,
+                            keep ? after : before);
+        if (keep) {
+          best = t;
+          kept.push_back(cls);
+        } else {
+          swap_all(cls, b);
+        }
       }
-    }
-    if (changed) {
-      for (int c : ctx_classes) {
-        if (c != ctx_class) recapture(c);
-      }
+      line.pop_back();
+      lines.push_back(line);
+      recapture(c);                           // with the choices kept
+      for (int cls : kept) swap_all(cls, b);  // the runner back to the choices timing alone made
     }
   }
 }

@@ -66,7 +66,7 @@ struct EngineOptions {
   // infer_engine_test --attention-plan).
   DecodeAttentionPlan attention_plan_override;
   // GEMM kernel choices that timing alone found close (the second within 10% per call): time both
-  // in whole decode steps of the bucket's graph at a 512-token context and keep the faster
+  // in whole decode steps of each graph (bucket and context class) and capture it with the faster
   // (CudaEngine::Impl::resolve_gemm_ties). Only with cuda_graphs.
   bool resolve_gemm_ties = true;
 };
