@@ -905,6 +905,8 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
 void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
   constexpr double kTieMargin = 0.10, kKeepMargin = 0.003;
   constexpr int kWarmSteps = 1, kTimedSteps = 9, kLongestTimedClass = 8192;
+  // Larger buckets keep the choices timing alone made: each bucket costs ~1 s of start-up here.
+  constexpr int kLargestResolvedBucket = 64;
   const int bs = opt.kv_block_size;
   Rank& r0 = *ranks[0];
   auto swap_all = [&](int cls, int b) {
@@ -913,6 +915,7 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
     }
   };
   for (int b : buckets) {
+    if (b > kLargestResolvedBucket) break;
     std::vector<int> ties;
     for (int cls : {r0.g_qkv, r0.g_o, r0.g_gate_up, r0.g_down, r0.g_lm}) {
       if (r0.gemm->tie_margin(cls, b) < kTieMargin) ties.push_back(cls);
