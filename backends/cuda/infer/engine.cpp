@@ -892,21 +892,20 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
 
 // GEMM choices that were close when timed alone, settled in whole decode steps. On the H200 the
 // batch-8 step of Llama-3.1-8B took ~5.0 or ~5.25 ms from one engine to the next: the o projection
-// went to the skinny kernel or to cuBLASLt on a 1-9% difference per call, and inside a step at
-// 512..576 tokens (the streaming attention on two blocks per SM before it) the skinny one cost
-// ~6 us more per layer, while at <= 512 tokens (the split attention) the two tied (bench/NOTES.md,
-// session 9). So the choice is made per graph: for every bucket with a GEMM class whose second
-// kernel was within kTieMargin per call, and every context class up to kLongestTimedClass, the
-// graph is timed at the middle of its context range, then with each such class swapped (on every
-// rank), keeping a swap when the step is faster by more than kKeepMargin; longer classes take the
-// choices of the longest timed one. Each graph is captured with its own choices; the runner is
-// left with the ones timing alone made (eager steps). Steps are timed like serving steps (wall time
-// around the replay and the sampled tokens' copy-back), median of kTimedSteps after kWarmSteps.
+// went to the skinny kernel or to cuBLASLt on a 1-9% difference per call (in one engine over 10%),
+// and inside a step at 512..576 tokens (the streaming attention on two blocks per SM before it) the
+// skinny one cost ~6 us more per layer, while at <= 512 tokens (the split attention) the two tied
+// (bench/NOTES.md, session 9). So the choice is made per graph: for every bucket with a GEMM class
+// whose second kernel was within kTieMargin per call, and every context class up to
+// kLongestTimedClass (on the H200 the 8192 class chose as the 2048 one), the graph is timed at the
+// middle of its context range, then with each such class swapped (on every rank), keeping a swap
+// when the step is faster by more than kKeepMargin; longer classes take the choices of the longest
+// timed one. Each graph is captured with its own choices; the runner is left with the ones timing
+// alone made (eager steps). Steps are timed like serving steps (wall time around the replay and the
+// sampled tokens' copy-back), median of kTimedSteps after kWarmSteps.
 void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
-  constexpr double kTieMargin = 0.10, kKeepMargin = 0.003;
-  constexpr int kWarmSteps = 1, kTimedSteps = 9, kLongestTimedClass = 8192;
-  // Larger buckets keep the choices timing alone made: each bucket costs ~1 s of start-up here.
-  constexpr int kLargestResolvedBucket = 64;
+  constexpr double kTieMargin = 0.25, kKeepMargin = 0.003;
+  constexpr int kWarmSteps = 1, kTimedSteps = 9, kLongestTimedClass = 2048;
   const int bs = opt.kv_block_size;
   Rank& r0 = *ranks[0];
   auto swap_all = [&](int cls, int b) {
@@ -915,7 +914,6 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
     }
   };
   for (int b : buckets) {
-    if (b > kLargestResolvedBucket) break;
     std::vector<int> ties;
     for (int cls : {r0.g_qkv, r0.g_o, r0.g_gate_up, r0.g_down, r0.g_lm}) {
       if (r0.gemm->tie_margin(cls, b) < kTieMargin) ties.push_back(cls);

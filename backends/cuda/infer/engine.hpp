@@ -65,7 +65,7 @@ struct EngineOptions {
   // A plan other than automatic: every decode graph uses it and nothing is timed (A/B runs:
   // infer_engine_test --attention-plan).
   DecodeAttentionPlan attention_plan_override;
-  // GEMM kernel choices that timing alone found close (the second within 10% per call): time both
+  // GEMM kernel choices that timing alone found close (the second within 25% per call): time both
   // in whole decode steps of each graph (bucket and context class) and capture it with the faster
   // (CudaEngine::Impl::resolve_gemm_ties). Only with cuda_graphs.
   bool resolve_gemm_ties = true;

@@ -76,7 +76,6 @@ struct GemmRunner::Plan {
   // swap_choice() exchanges the two. alternative_us < 0: there was no second kernel.
   bool alternative_skinny = false;
   int alternative_split = 0, alternative_variant = 0;
-  int alternative_algo = 0;  // cuBLASLt's runner-up where no kernel of ours was timed
   double chosen_us = -1, alternative_us = -1;
 };
 
@@ -235,7 +234,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     return static_cast<double>(best);
   };
   double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt;
-  int best_algo = 0, runner_up_algo = -1;
+  int best_algo = 0;
   for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
     double t = 0;
@@ -245,13 +244,11 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       continue;
     }
     if (t < best_lt) {
-      if (best_lt < std::numeric_limits<double>::max()) runner_up_algo = best_algo;
       runner_up_lt = best_lt;
       best_lt = t;
       best_algo = a;
-    } else if (t < runner_up_lt) {
-      runner_up_lt = t;
-      runner_up_algo = a;
+    } else {
+      runner_up_lt = std::min(runner_up_lt, t);
     }
   }
   if (best_lt == std::numeric_limits<double>::max()) {
@@ -288,7 +285,6 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       (runner_up_lt < std::numeric_limits<double>::max() ? fmt::format(", next {:.1f} us", runner_up_lt) : "");
   p.chosen_us = best_lt;
   p.alternative_us = -1;
-  p.alternative_algo = best_algo;  // a kernel of ours as the alternative: the same cuBLASLt pick
   std::string line;
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
@@ -337,10 +333,6 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
                        small ? "cublaslt" : small_name, small ? best_lt : best_small, lt_pick, kSmallMVariants,
                        splits.size());
   } else {
-    if (runner_up_algo >= 0) {  // no kernel of ours here: cuBLASLt's runner-up is the alternative
-      p.alternative_algo = runner_up_algo;
-      p.alternative_us = runner_up_lt;
-    }
     line = fmt::format("{} m={} ({}x{}): cublaslt {:.1f} us ({})", c.name, rows, c.out, c.in, best_lt, lt_pick);
   }
   (void)cudaEventDestroy(start);
@@ -360,7 +352,6 @@ void GemmRunner::swap_choice(int cls, int rows) {
   std::swap(p.skinny, p.alternative_skinny);
   std::swap(p.small_m_split, p.alternative_split);
   std::swap(p.small_m_variant, p.alternative_variant);
-  std::swap(p.chosen, p.alternative_algo);
   std::swap(p.chosen_us, p.alternative_us);
 }
 
@@ -369,7 +360,7 @@ std::string GemmRunner::choice_name(int cls, int rows) {
   const Class& c = *classes_.at(cls);
   if (p.skinny) return rows == 1 && !c.fp8() && ring_gemv_by_default() ? "ring" : "skinny";
   if (p.small_m_split > 0) return "small_m";
-  return fmt::format("cublaslt #{}", p.chosen + 1);
+  return "cublaslt";
 }
 
 const std::string& GemmRunner::class_name(int cls) const {

@@ -73,14 +73,13 @@ class GemmRunner {
   };
   const TuneTimes& last_tune_times() const { return last_tune_; }
 
-  // After tune(): how much slower per call, as a fraction, the kernel that came second was (ours
-  // against cuBLASLt's best, or where none of ours was timed, cuBLASLt's runner-up)
+  // After tune(): how much slower per call, as a fraction, the kernel that came second was
   // (infinity when only one kernel was timed). Timed alone, a near tie can go either way, and the
   // two can differ by more inside a step than alone (bench/NOTES.md, session 9), so the engine
   // times such pairs in whole decode steps and may swap_choice() to the second.
   double tie_margin(int cls, int rows);
   void swap_choice(int cls, int rows);
-  std::string choice_name(int cls, int rows);  // "cublaslt #K" (its candidate), "skinny", "ring" or "small_m"
+  std::string choice_name(int cls, int rows);  // "cublaslt", "skinny", "ring" or "small_m"
   const std::string& class_name(int cls) const;
 
   static constexpr std::size_t kSmallMCounterBytes = 64 * 1024;
