@@ -898,15 +898,16 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
 // (bench/NOTES.md, session 9). So the choice is made per graph: for every bucket with a GEMM class
 // whose second kernel was within kTieMargin per call, and every context class up to
 // kLongestTimedClass (on the H200 the 8192 class chose as the 2048 one), the graph is timed at the
-// middle of its context range, then with each such class swapped (on every rank), keeping a swap
+// bottom and the middle of its context range (a batch-1 qkv choice timed at 1280 tokens alone cost
+// ~0.19 ms per step at 512), then with each such class swapped (on every rank), keeping a swap
 // when the step is faster by more than kKeepMargin, in passes until one keeps nothing (at most
 // kMaxPasses); longer classes take the choices of the longest timed one. Each graph is captured
 // with its own choices; the runner is left with the ones timing alone made (eager steps). Steps are
-// timed like serving steps (wall time around the replay and the sampled tokens' copy-back), median
-// of kTimedSteps after kWarmSteps.
+// timed like serving steps (wall time around the replay and the sampled tokens' copy-back): the sum
+// over the two contexts of the median of kTimedSteps after kWarmSteps.
 void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
   constexpr double kTieMargin = 0.25, kKeepMargin = 0.003;
-  constexpr int kWarmSteps = 1, kTimedSteps = 9, kLongestTimedClass = 2048, kMaxPasses = 3;
+  constexpr int kWarmSteps = 1, kTimedSteps = 5, kLongestTimedClass = 2048, kMaxPasses = 3;
   const int bs = opt.kv_block_size;
   Rank& r0 = *ranks[0];
   auto swap_all = [&](int cls, int b) {
@@ -929,7 +930,8 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
     std::vector<int> kept;  // classes swapped in the last timed context class
     int below = 0;          // the previous class's bound
     for (int c : ctx_classes) {
-      const int ctx = std::max(2, (below + 1 + c) / 2);
+      // Two contexts of the class: its bottom and its middle (the choices can cross inside it).
+      const std::array<int, 2> contexts{std::max(2, below + 1), std::max(2, (below + 1 + c) / 2)};
       below = c;
       if (c > kLongestTimedClass && c != ctx_classes.front()) {
         for (int cls : kept) swap_all(cls, b);
@@ -938,39 +940,49 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
         continue;
       }
       // b decode sequences of ctx tokens on distinct KV blocks (wrapping when the cache is small).
-      gi::StepPlan plan;
-      const int blocks_per_seq = ceil_div(ctx, bs);
-      for (int i = 0; i < b; ++i) {
-        gi::SeqChunk chunk;
-        chunk.seq_id = static_cast<std::uint64_t>(i + 1);
-        chunk.slot = i;
-        chunk.tokens = {1};
-        chunk.start_position = ctx - 1;
-        chunk.samples = true;
-        for (int j = 0; j < blocks_per_seq; ++j) {
-          chunk.block_table.push_back(
-              static_cast<std::int32_t>((static_cast<std::int64_t>(i) * blocks_per_seq + j) % info.kv_blocks));
+      auto decode_plan = [&](int ctx) {
+        gi::StepPlan plan;
+        const int blocks_per_seq = ceil_div(ctx, bs);
+        for (int i = 0; i < b; ++i) {
+          gi::SeqChunk chunk;
+          chunk.seq_id = static_cast<std::uint64_t>(i + 1);
+          chunk.slot = i;
+          chunk.tokens = {1};
+          chunk.start_position = ctx - 1;
+          chunk.samples = true;
+          for (int j = 0; j < blocks_per_seq; ++j) {
+            chunk.block_table.push_back(
+                static_cast<std::int32_t>((static_cast<std::int64_t>(i) * blocks_per_seq + j) % info.kv_blocks));
+          }
+          plan.chunks.push_back(std::move(chunk));
         }
-        plan.chunks.push_back(std::move(chunk));
-      }
-      plan.decode_tokens = b;
+        plan.decode_tokens = b;
+        return plan;
+      };
+      const std::array<gi::StepPlan, 2> plans{decode_plan(contexts[0]), decode_plan(contexts[1])};
+      // The sum over the two contexts of the median step time.
       auto step_ms = [&] {
-        const StepDims d = fill_step(plan, b, c);  // the staging block: this step's metadata
-        std::vector<double> times;
-        for (int i = 0; i < kWarmSteps + kTimedSteps; ++i) {
-          const auto t0 = std::chrono::steady_clock::now();
-          run_ranks("start-up timing step, batch", b, [&](int ri) {
-            step_on_rank(*ranks[static_cast<std::size_t>(ri)], d, {b, c});
-          });
-          const std::chrono::duration<double, std::milli> t = std::chrono::steady_clock::now() - t0;
-          if (i >= kWarmSteps) times.push_back(t.count());
+        double sum = 0;
+        for (const gi::StepPlan& plan : plans) {
+          const StepDims d = fill_step(plan, b, c);  // the staging block: this step's metadata
+          std::vector<double> times;
+          for (int i = 0; i < kWarmSteps + kTimedSteps; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            run_ranks("start-up timing step, batch", b, [&](int ri) {
+              step_on_rank(*ranks[static_cast<std::size_t>(ri)], d, {b, c});
+            });
+            const std::chrono::duration<double, std::milli> t = std::chrono::steady_clock::now() - t0;
+            if (i >= kWarmSteps) times.push_back(t.count());
+          }
+          std::nth_element(times.begin(), times.begin() + kTimedSteps / 2, times.end());
+          sum += times[kTimedSteps / 2];
         }
-        std::nth_element(times.begin(), times.begin() + kTimedSteps / 2, times.end());
-        return times[kTimedSteps / 2];
+        return sum;
       };
       double best = step_ms();
       kept.clear();
-      std::string line = fmt::format("in-step batch {} context <= {} at {} tokens:", b, c, ctx);
+      std::string line =
+          fmt::format("in-step batch {} context <= {}, steps at {} + {} tokens:", b, c, contexts[0], contexts[1]);
       // Passes until one keeps nothing: the choices interact (at batch 8 the skinny qkv tied with
       // cuBLASLt while o was skinny and won by 1% once o was cuBLASLt).
       bool kept_any = true;
