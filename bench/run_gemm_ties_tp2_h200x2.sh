@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The in-step GEMM tie resolution at TP2 (kind nvidia-h200-x2), one call: the engine checks at TP1
+# and TP2 (their graphs go through the resolution on both ranks; the injected-fault checks), then
+# Llama-3.1-70B at TP2 in the engine's timing mode, with the resolution (default) and without
+# (--no-gemm-ties), printing start-up, the in-step lines and the decode steps.
+# Usage (repository root on the GPU machine): DIST=.devdist bash bench/run_gemm_ties_tp2_h200x2.sh
+# DIST holds gpuscout (scripts/make-device-dist.sh) plus infer_engine_test.
+set -u
+source bench/dist_env.sh
+nvidia-smi --query-gpu=name,clocks.sm,power.limit --format=csv,noheader
+timeout 300 "$DIST/infer_engine_test" 2>&1 | grep -E "TP1|TP2|PASS|FAIL|fault|hang" | head -40
+for mode in "" --no-gemm-ties; do
+  echo "== Llama-3.1-70B TP2 timing ${mode:-resolved}"
+  # shellcheck disable=SC2086
+  timeout 240 "$DIST/infer_engine_test" --bench llama-3.1-70b --tp 2 $mode 2>&1 |
+    grep -E "start-up|in-step|decode batch"
+done
