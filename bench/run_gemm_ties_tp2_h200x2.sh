@@ -4,9 +4,12 @@
 # Llama-3.1-70B at TP2 in the engine's timing mode, with the resolution (default) and without
 # (--no-gemm-ties), printing start-up, the in-step lines and the decode steps.
 # Usage (repository root on the GPU machine): DIST=.devdist bash bench/run_gemm_ties_tp2_h200x2.sh
-# DIST holds gpuscout (scripts/make-device-dist.sh) plus infer_engine_test.
+# DIST holds gpuscout (scripts/make-device-dist.sh) plus infer_engine_test. Writes $OUT/gemm-ties-tp2.txt.
 set -u
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
 source bench/dist_env.sh
+exec > >(tee "$OUT/gemm-ties-tp2.txt") 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,power.limit --format=csv,noheader
 timeout 300 "$DIST/infer_engine_test" 2>&1 | grep -E "TP1|TP2|PASS|FAIL|fault|hang" | head -40
 for mode in "" --no-gemm-ties; do
