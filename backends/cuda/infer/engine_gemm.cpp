@@ -285,6 +285,8 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       (runner_up_lt < std::numeric_limits<double>::max() ? fmt::format(", next {:.1f} us", runner_up_lt) : "");
   p.chosen_us = best_lt;
   p.alternative_us = -1;
+  p.alternative_skinny = false;
+  p.alternative_split = p.alternative_variant = 0;
   std::string line;
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
