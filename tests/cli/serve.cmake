@@ -30,3 +30,5 @@ gpuscout_cli_test(bench_serve_bad_batch_list 2 --stdout-empty --stderr-contains 
                   -- bench --only serve --serve-batch 1,x)
 gpuscout_cli_test(bench_serve_load_flag_needs_scenario 2 --stdout-empty --stderr-contains "--scenario"
                   -- bench --only serve --requests 10)
+gpuscout_cli_test(bench_serve_bad_engine_tuning 2 --stdout-empty --stderr-contains "--engine-tuning: expected steps or alone"
+                  -- bench --only serve --engine-tuning fast)

@@ -466,6 +466,7 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   eo.max_context = o.max_sequence_tokens();
   eo.collective_timeout_s = env.options.coll_timeout_s;
   eo.fp8_weights = fp8;
+  eo.resolve_gemm_ties = o.gemm_ties_in_steps;
 
   const std::string engine_key = fmt::format("serve/engine/{}", run.tag);
   Record engine_record = run.make(engine_key, {{"kv_block_size", eo.kv_block_size},
@@ -474,7 +475,8 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
                                                {"max_step_tokens", eo.max_step_tokens},
                                                {"max_context", eo.max_context},
                                                {"max_kv_blocks", eo.max_kv_blocks},
-                                               {"cuda_graphs", eo.cuda_graphs}});
+                                               {"cuda_graphs", eo.cuda_graphs},
+                                               {"engine_tuning", eo.resolve_gemm_ties ? "steps" : "alone"}});
   env.report(fmt::format("{}: building {} ({} weights, TP {}) on GPU {}", engine_key, o.model.name,
                          fp8 ? "FP8" : "BF16", o.tp, fmt::join(run.gpus, ",")));
   std::unique_ptr<ci::CudaEngine> engine;

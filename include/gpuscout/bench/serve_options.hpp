@@ -32,6 +32,10 @@ struct ServeOptions {
   serve::PeakSearch peak;
   std::int64_t kv_blocks = 0;  // --kv-blocks: cap on the engine's KV-cache blocks; 0: as memory allows
   int max_batch = 0;           // --max-batch: the engine's largest decode batch; 0: its default
+  // --engine-tuning: GEMM kernel choices that per-call timing found close are settled inside whole
+  // decode steps of each CUDA graph (steps), or left as per-call timing made them (alone: shorter
+  // start-up, and the step time can move between engines; docs/serving.md).
+  bool gemm_ties_in_steps = true;
   // Longest sequence any case needs (prompt + output), for the engine's context.
   int max_sequence_tokens() const;
 };
