@@ -552,8 +552,12 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
   for (const LayerWeights& l : r.layers) {
-    if (!(skip & knock_out_norms)) launch_rmsnorm(r.h, l.attn_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
-    r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
+    // The RMSNorms go into the ring GEMV where a GEMM of one row runs on it (GemmRunner::run_normed).
+    if (skip & knock_out_norms) {
+      r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
+    } else {
+      r.gemm->run_normed(r.g_qkv, d.rows, r.h, l.attn_norm, cfg.norm_eps, r.xn, l.wqkv, r.qkv, st);
+    }
     if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
                            static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
@@ -568,8 +572,11 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
     }
     r.gemm->run(r.g_o, d.rows, r.attn, l.wo, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
-    if (!(skip & knock_out_norms)) launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
-    r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
+    if (skip & knock_out_norms) {
+      r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
+    } else {
+      r.gemm->run_normed(r.g_gate_up, d.rows, r.h, l.mlp_norm, cfg.norm_eps, r.xn, l.w_gate_up, r.gu, st);
+    }
     if (!(skip & knock_out_silu)) launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st);
     r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);

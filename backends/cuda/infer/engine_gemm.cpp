@@ -206,6 +206,21 @@ void GemmRunner::run(int cls, int rows, const bf16* x, const void* w, bf16* y, b
   launch(*classes_[cls], p, p.chosen, p.skinny, p.small_m_split, p.small_m_variant, rows, x, w, y, accumulate, stream);
 }
 
+void GemmRunner::run_normed(int cls, int rows, const bf16* h, const bf16* norm_weight, float eps, bf16* xn,
+                            const void* w, bf16* y, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const Plan& p = plan(cls, rows);
+  const Class& c = *classes_[cls];
+  if (p.skinny && rows == 1 && !c.fp8() && ring_gemv_by_default() &&
+      launch_ring_gemv(h, static_cast<const bf16*>(w), c.out, c.in, nullptr, y, stream, norm_weight, eps)) {
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  launch_rmsnorm(h, norm_weight, rows, c.in, eps, xn, stream);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  run(cls, rows, xn, w, y, false, stream);
+}
+
 std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream) {
   Plan& p = plan(cls, rows);
   const Class& c = *classes_[cls];

@@ -52,6 +52,11 @@ class GemmRunner {
 
   // y = x W^T, plus the old y when `accumulate`. Enqueues on `stream` (capturable).
   void run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
+  // y = RMSNorm(h) W^T (RMSNorm with norm_weight and eps, as launch_rmsnorm). Where the plan is the
+  // ring GEMV (one BF16 row) the norm is computed inside it and xn is not written; otherwise the
+  // RMSNorm kernel writes xn (rows x in) and run() follows.
+  void run_normed(int cls, int rows, const bf16* h, const bf16* norm_weight, float eps, bf16* xn, const void* w,
+                  bf16* y, cudaStream_t stream);
 
   // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows, the
   // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=

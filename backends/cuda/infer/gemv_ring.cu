@@ -43,22 +43,28 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
 }
 
-// Shared memory: the ring, its full/empty barriers, x (k BF16), the block's row sums.
-std::size_t smem_bytes(int n, int k, int grid) {
+// Shared memory: the ring, its full/empty barriers, x (k BF16), the norm's weights (k BF16, with
+// a norm), the block's row sums.
+std::size_t smem_bytes(int n, int k, int grid, bool norm) {
   const std::size_t rows = static_cast<std::size_t>(n + grid - 1) / grid;
-  return kRingBytes + 2 * kSlots * sizeof(std::uint64_t) + static_cast<std::size_t>(k) * sizeof(bf16) +
+  return kRingBytes + 2 * kSlots * sizeof(std::uint64_t) + (norm ? 2 : 1) * static_cast<std::size_t>(k) * sizeof(bf16) +
          rows * sizeof(float);
 }
 
+// norm_weight != nullptr: x is the residual stream and the GEMV's input is RMSNorm(x) * norm_weight,
+// which every block computes while it stages x (one block reduction; the norm's weights are staged
+// before the wait): the RMSNorm kernel before the GEMV, and its boundary, go away.
 __global__ void __launch_bounds__(kBlockThreads, 1)
     ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
-                     bf16* y) {
+                     bf16* y, const bf16* __restrict__ norm_weight, float norm_eps) {
   extern __shared__ uint4 smem4[];
+  __shared__ float warp_squares[kWarps];
   auto* ring = reinterpret_cast<unsigned char*>(smem4);
   auto* full = reinterpret_cast<std::uint64_t*>(ring + kRingBytes);
   std::uint64_t* empty = full + kSlots;
   auto* xs4 = reinterpret_cast<uint4*>(empty + kSlots);
-  auto* row_sum = reinterpret_cast<float*>(xs4 + k / 8);
+  uint4* gs4 = xs4 + k / 8;  // the norm's weights (with a norm)
+  auto* row_sum = reinterpret_cast<float*>(norm_weight != nullptr ? gs4 + k / 8 : gs4);
   const int row_begin = static_cast<int>(static_cast<std::int64_t>(n) * blockIdx.x / gridDim.x);
   const int rows = static_cast<int>(static_cast<std::int64_t>(n) * (blockIdx.x + 1) / gridDim.x) - row_begin;
   const int row_bytes = k * static_cast<int>(sizeof(bf16));
@@ -90,13 +96,45 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     return;
   }
 
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (norm_weight != nullptr) {  // weights: no earlier kernel writes them
+    const auto* g4 = reinterpret_cast<const uint4*>(norm_weight);
+    for (int v = threadIdx.x; v < k / 8; v += kThreads) gs4[v] = g4[v];
+  }
   pdl_wait();  // x (and the residual) come from the kernels before
   pdl_trigger();
   const auto* x4 = reinterpret_cast<const uint4*>(x);
-  for (int v = threadIdx.x; v < k / 8; v += kThreads) xs4[v] = x4[v];
+  if (norm_weight == nullptr) {
+    for (int v = threadIdx.x; v < k / 8; v += kThreads) xs4[v] = x4[v];
+  } else {
+    // As rmsnorm_kernel: inv = rsqrt(mean(x^2) + eps), x * inv * weight rounded to BF16.
+    float squares = 0.0f;
+    for (int v = threadIdx.x; v < k / 8; v += kThreads) {
+      const uint4 raw = x4[v];
+      xs4[v] = raw;
+      float f[8];
+      unpack8(raw, f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) squares = fmaf(f[e], f[e], squares);
+    }
+    squares = warp_sum(squares);
+    if (lane == 0) warp_squares[warp] = squares;
+    consumer_sync();
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) total += warp_squares[i];
+    const float inv = rsqrtf(total / static_cast<float>(k) + norm_eps);
+    for (int v = threadIdx.x; v < k / 8; v += kThreads) {
+      float f[8], g[8];
+      unpack8(xs4[v], f);
+      unpack8(gs4[v], g);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * g[e];
+      xs4[v] = pack8(f);
+    }
+  }
   for (int i = threadIdx.x; i < rows; i += kThreads) row_sum[i] = 0.0f;
   consumer_sync();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int p = warp; p < pieces; p += kWarps) {
     const int slot = p % kSlots;
     const int row = p / per_row, segment = p - row * per_row;
@@ -157,14 +195,16 @@ DeviceLimits prepared_device() {
 
 }  // namespace
 
-bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream) {
-  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
-  if (n <= 0 || k <= 0 || k % 8 != 0 || !aligned) return false;
+bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream,
+                      const bf16* norm_weight, float norm_eps) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (n <= 0 || k <= 0 || k % 8 != 0 || !aligned(x) || !aligned(w)) return false;
+  if (norm_weight != nullptr && !aligned(norm_weight)) return false;
   const DeviceLimits limits = prepared_device();
   const int grid = std::min(limits.sms, n);
-  const std::size_t smem = smem_bytes(n, k, grid);
-  if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
-  launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y);
+  const std::size_t smem = smem_bytes(n, k, grid, norm_weight != nullptr);
+  if (smem + kWarps * sizeof(float) > static_cast<std::size_t>(limits.smem_optin)) return false;  // + static
+  launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, norm_weight, norm_eps);
   return true;
 }
 

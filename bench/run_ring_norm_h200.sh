@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The RMSNorm folded into the one-row ring GEMV (session 9), A/B on one H200 in one call: the
+# kernel checks (the ring cases, with and without the norm, against CPU math), compute-sanitizer
+# memcheck of the ring kernel, the engine checks, then `infer_engine_test --bench llama-3.1-8b` of
+# the previous build ($DIST/old/infer_engine_test) and this one, interleaved ROUNDS times.
+# Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=3 bash bench/run_ring_norm_h200.sh
+# DIST holds gpuscout (scripts/make-device-dist.sh), infer_kernels_test, infer_engine_test and
+# old/infer_engine_test. Writes $OUT/ring-norm.txt.
+set -u
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+source bench/dist_env.sh
+log="$OUT/ring-norm.txt"
+write_env "$OUT/env.txt"
+{
+  cat "$OUT/env.txt"
+  "$DIST/infer_kernels_test" | grep -E "ring|FAIL|PASSED"
+  echo "== kernel checks: exit ${PIPESTATUS[0]}"
+  timeout 300 compute-sanitizer --tool memcheck --kernel-name kns=ring_gemv_kernel "$DIST/infer_kernels_test" 2>&1 |
+    grep -E "ERROR SUMMARY"
+  "$DIST/infer_engine_test" | grep -E "PASS|FAIL" | tail -14
+  echo "== engine checks: exit ${PIPESTATUS[0]}"
+  for round in $(seq "${ROUNDS:-3}"); do
+    for build in old new; do
+      exe="$DIST/infer_engine_test"
+      [ "$build" = old ] && exe="$DIST/old/infer_engine_test"
+      echo "== engine timing llama-3.1-8b $build, round $round"
+      "$exe" --bench llama-3.1-8b | grep -E "start-up|batch 1 context <= 2048|decode batch"
+    done
+  done
+} >"$log" 2>&1
+grep -E "^==|FAIL|PASSED|ERROR SUMMARY|decode batch|start-up" "$log"
