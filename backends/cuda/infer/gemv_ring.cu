@@ -43,12 +43,13 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
 }
 
-// Shared memory: the ring, its full/empty barriers, x (k BF16), the norm's weights (k BF16, with
-// a norm), the block's row sums.
+// Shared memory (all dynamic: the opt-in limit is set for the dynamic part alone): the ring, its
+// full/empty barriers, the norm's per-warp sums, x (k BF16), the norm's weights (k BF16, with a
+// norm), the block's row sums.
 std::size_t smem_bytes(int n, int k, int grid, bool norm) {
   const std::size_t rows = static_cast<std::size_t>(n + grid - 1) / grid;
-  return kRingBytes + 2 * kSlots * sizeof(std::uint64_t) + (norm ? 2 : 1) * static_cast<std::size_t>(k) * sizeof(bf16) +
-         rows * sizeof(float);
+  return kRingBytes + 2 * kSlots * sizeof(std::uint64_t) + kWarps * sizeof(float) +
+         (norm ? 2 : 1) * static_cast<std::size_t>(k) * sizeof(bf16) + rows * sizeof(float);
 }
 
 // norm_weight != nullptr: x is the residual stream and the GEMV's input is RMSNorm(x) * norm_weight,
@@ -58,11 +59,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
                      bf16* y, const bf16* __restrict__ norm_weight, float norm_eps) {
   extern __shared__ uint4 smem4[];
-  __shared__ float warp_squares[kWarps];
   auto* ring = reinterpret_cast<unsigned char*>(smem4);
   auto* full = reinterpret_cast<std::uint64_t*>(ring + kRingBytes);
   std::uint64_t* empty = full + kSlots;
-  auto* xs4 = reinterpret_cast<uint4*>(empty + kSlots);
+  auto* warp_squares = reinterpret_cast<float*>(empty + kSlots);  // [kWarps]: 64 bytes, x stays 16-aligned
+  auto* xs4 = reinterpret_cast<uint4*>(warp_squares + kWarps);
   uint4* gs4 = xs4 + k / 8;  // the norm's weights (with a norm)
   auto* row_sum = reinterpret_cast<float*>(norm_weight != nullptr ? gs4 + k / 8 : gs4);
   const int row_begin = static_cast<int>(static_cast<std::int64_t>(n) * blockIdx.x / gridDim.x);
@@ -203,7 +204,7 @@ bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* re
   const DeviceLimits limits = prepared_device();
   const int grid = std::min(limits.sms, n);
   const std::size_t smem = smem_bytes(n, k, grid, norm_weight != nullptr);
-  if (smem + kWarps * sizeof(float) > static_cast<std::size_t>(limits.smem_optin)) return false;  // + static
+  if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
   launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, norm_weight, norm_eps);
   return true;
 }
