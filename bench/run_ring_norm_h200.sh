@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The RMSNorm folded into the one-row ring GEMV (session 9), A/B on one H200 in one call: the
-# kernel checks (the ring cases, with and without the norm, against CPU math), compute-sanitizer
-# memcheck of the ring kernel, the engine checks, then `infer_engine_test --bench llama-3.1-8b` of
-# the previous build ($DIST/old/infer_engine_test) and this one, interleaved ROUNDS times.
+# The elementwise kernels folded into the one-row ring GEMV (session 9: the RMSNorms, then SiLU * up),
+# A/B on one H200 in one call: the kernel checks (the ring cases, plain and with each input
+# transform, against CPU math), compute-sanitizer memcheck of the ring kernel, the engine checks,
+# then `infer_engine_test --bench llama-3.1-8b` of the previous build ($DIST/old/infer_engine_test)
+# and this one, interleaved ROUNDS times.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=3 bash bench/run_ring_norm_h200.sh
 # DIST holds gpuscout (scripts/make-device-dist.sh), infer_kernels_test, infer_engine_test and
 # old/infer_engine_test. Writes $OUT/ring-norm.txt.

@@ -281,17 +281,19 @@ void test_skinny_gemm() {
     }
 }
 
-// The ring GEMV with the RMSNorm folded in (GemmRunner::run_normed at one row): y = W (x * inv * g)
-// with the normalized input rounded to BF16 as launch_rmsnorm writes it; a norm left out (a factor
-// inv ~ 0.58 here) or its weights left out (+-10%) miss the 1% bound.
-void test_ring_gemv_norm() {
+// The ring GEMV with its input made while it stages it (GemmRunner::run_normed and run_silu_mul at one
+// row): y = W (x * inv * g) with the normalized input rounded to BF16 as launch_rmsnorm writes it, or
+// y = W (silu(gate) * up) rounded as launch_silu_mul writes it. A norm left out (a factor inv ~ 0.58
+// here), its weights left out (+-10%), or SiLU or the up half left out miss the 1% bound.
+void test_ring_gemv_inputs() {
   struct Case {
     int n, k;
-    bool residual;
+    bool residual, silu;
   };
-  for (const Case& c :
-       {Case{6144, 4096, false}, Case{28672, 4096, false}, Case{300, 520, true}, Case{50, 13 * 8, false}}) {
-    const auto x = random_bf16(static_cast<std::size_t>(c.k), 3.0f);
+  for (const Case& c : {Case{6144, 4096, false, false}, Case{28672, 4096, false, false}, Case{300, 520, true, false},
+                        Case{50, 13 * 8, false, false}, Case{4096, 14336, true, true}, Case{300, 520, false, true},
+                        Case{77, 13 * 8, true, true}}) {
+    const auto x = random_bf16(static_cast<std::size_t>(c.silu ? 2 : 1) * c.k, 3.0f);
     std::vector<u16> g(c.k);
     for (auto& e : g) e = to_b(1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng));
     const auto w = random_bf16(static_cast<std::size_t>(c.n) * c.k, std::sqrt(3.0f / c.k));
@@ -299,23 +301,37 @@ void test_ring_gemv_norm() {
     Dev<u16> dx(x), dg(g), dw(w), dy(static_cast<std::size_t>(c.n));
     dy.upload(c.residual ? res : std::vector<u16>(dy.n, kPoison));
     const float eps = 1e-5f;
+    RingInput input;
+    if (c.silu) {
+      input.silu_mul = true;
+    } else {
+      input.norm_weight = dg.as<bf16>();
+      input.norm_eps = eps;
+    }
     const bool launched = launch_ring_gemv(dx.as<bf16>(), dw.as<bf16>(), c.n, c.k, c.residual ? dy.as<bf16>() : nullptr,
-                                           dy.as<bf16>(), nullptr, dg.as<bf16>(), eps);
-    const std::string name = "ring_gemv + rmsnorm n " + std::to_string(c.n) + " k " + std::to_string(c.k) +
-                             (c.residual ? " +res (aliased)" : "");
+                                           dy.as<bf16>(), nullptr, input);
+    const std::string name = std::string(c.silu ? "ring_gemv + silu_mul" : "ring_gemv + rmsnorm") + " n " +
+                             std::to_string(c.n) + " k " + std::to_string(c.k) + (c.residual ? " +res (aliased)" : "");
     if (!launched) {
       report(name, false, "launch_ring_gemv refused the shape");
       continue;
     }
-    double ss = 0;
-    for (int i = 0; i < c.k; ++i) ss += static_cast<double>(to_f(x[i])) * to_f(x[i]);
-    const double inv = 1.0 / std::sqrt(ss / c.k + eps);
-    std::vector<float> xn(c.k);
-    for (int i = 0; i < c.k; ++i) xn[i] = to_f(to_b(static_cast<float>(to_f(x[i]) * inv * to_f(g[i]))));
+    std::vector<float> in(c.k);
+    if (c.silu) {
+      for (int i = 0; i < c.k; ++i) {
+        const double gate = to_f(x[i]), up = to_f(x[c.k + i]);
+        in[i] = to_f(to_b(static_cast<float>(gate / (1.0 + std::exp(-gate)) * up)));
+      }
+    } else {
+      double ss = 0;
+      for (int i = 0; i < c.k; ++i) ss += static_cast<double>(to_f(x[i])) * to_f(x[i]);
+      const double inv = 1.0 / std::sqrt(ss / c.k + eps);
+      for (int i = 0; i < c.k; ++i) in[i] = to_f(to_b(static_cast<float>(to_f(x[i]) * inv * to_f(g[i]))));
+    }
     std::vector<double> ref(c.n);
     for (int j = 0; j < c.n; ++j) {
       double acc = c.residual ? to_f(res[j]) : 0.0;
-      for (int i = 0; i < c.k; ++i) acc += static_cast<double>(xn[i]) * to_f(w[static_cast<std::size_t>(j) * c.k + i]);
+      for (int i = 0; i < c.k; ++i) acc += static_cast<double>(in[i]) * to_f(w[static_cast<std::size_t>(j) * c.k + i]);
       ref[j] = acc;
     }
     check_close(name, floats(dy.download()), ref);
@@ -1188,7 +1204,7 @@ int main(int argc, char** argv) {
       test_rope_store_kv(true, 8197, 32);
       test_rope_store_kv(true, 1100, 128, 1);
       test_skinny_gemm();
-      test_ring_gemv_norm();
+      test_ring_gemv_inputs();
     }
     test_decode_attention();
     if (!decode_only) {

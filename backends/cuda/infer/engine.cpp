@@ -552,7 +552,8 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
   for (const LayerWeights& l : r.layers) {
-    // The RMSNorms go into the ring GEMV where a GEMM of one row runs on it (GemmRunner::run_normed).
+    // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
+    // (GemmRunner::run_normed, run_silu_mul).
     if (skip & knock_out_norms) {
       r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
     } else {
@@ -577,8 +578,11 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
     } else {
       r.gemm->run_normed(r.g_gate_up, d.rows, r.h, l.mlp_norm, cfg.norm_eps, r.xn, l.w_gate_up, r.gu, st);
     }
-    if (!(skip & knock_out_silu)) launch_silu_mul(r.gu, d.rows, s.ffn, r.act, st);
-    r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
+    if (skip & knock_out_silu) {
+      r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
+    } else {
+      r.gemm->run_silu_mul(r.g_down, d.rows, r.gu, r.act, l.w_down, r.h, first, st);
+    }
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
   }
   // Only the sampling rows go through the final norm and the LM head.

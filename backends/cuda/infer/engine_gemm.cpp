@@ -211,14 +211,34 @@ void GemmRunner::run_normed(int cls, int rows, const bf16* h, const bf16* norm_w
   if (rows <= 0) return;
   const Plan& p = plan(cls, rows);
   const Class& c = *classes_[cls];
+  RingInput input;
+  input.norm_weight = norm_weight;
+  input.norm_eps = eps;
   if (p.skinny && rows == 1 && !c.fp8() && ring_gemv_by_default() &&
-      launch_ring_gemv(h, static_cast<const bf16*>(w), c.out, c.in, nullptr, y, stream, norm_weight, eps)) {
+      launch_ring_gemv(h, static_cast<const bf16*>(w), c.out, c.in, nullptr, y, stream, input)) {
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     return;
   }
   launch_rmsnorm(h, norm_weight, rows, c.in, eps, xn, stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   run(cls, rows, xn, w, y, false, stream);
+}
+
+void GemmRunner::run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act, const void* w, bf16* y,
+                              bool accumulate, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const Plan& p = plan(cls, rows);
+  const Class& c = *classes_[cls];
+  RingInput input;
+  input.silu_mul = true;
+  if (p.skinny && rows == 1 && !c.fp8() && ring_gemv_by_default() &&
+      launch_ring_gemv(gate_up, static_cast<const bf16*>(w), c.out, c.in, accumulate ? y : nullptr, y, stream, input)) {
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  launch_silu_mul(gate_up, rows, c.in, act, stream);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  run(cls, rows, act, w, y, accumulate, stream);
 }
 
 std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream) {

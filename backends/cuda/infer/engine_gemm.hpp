@@ -57,6 +57,11 @@ class GemmRunner {
   // RMSNorm kernel writes xn (rows x in) and run() follows.
   void run_normed(int cls, int rows, const bf16* h, const bf16* norm_weight, float eps, bf16* xn, const void* w,
                   bf16* y, cudaStream_t stream);
+  // y = (silu(gate) * up) W^T (+ y when `accumulate`), gate_up holding [gate | up] per row (2 in
+  // values), as launch_silu_mul: inside the ring GEMV at one BF16 row, else that kernel writes act
+  // (rows x in) and run() follows.
+  void run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act, const void* w, bf16* y, bool accumulate,
+                    cudaStream_t stream);
 
   // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows, the
   // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=

@@ -54,10 +54,14 @@ std::size_t smem_bytes(int n, int k, int grid, bool norm) {
 
 // norm_weight != nullptr: x is the residual stream and the GEMV's input is RMSNorm(x) * norm_weight,
 // which every block computes while it stages x (one block reduction; the norm's weights are staged
-// before the wait): the RMSNorm kernel before the GEMV, and its boundary, go away.
+// before the wait). silu_mul: x is a gate/up row of 2k values and the input is silu(gate) * up. So
+// the elementwise kernel before the GEMV goes, and with it a boundary that held back the GEMV's
+// start: a kernel starts when the one before it triggers, which here is after that one's wait, so
+// with an RMSNorm in between the ring could stream W only during the norm, not during the previous
+// GEMM's tail (bench/NOTES.md, session 9: batch-1 step 4.53 -> 4.27-4.31 ms for the two norms).
 __global__ void __launch_bounds__(kBlockThreads, 1)
     ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
-                     bf16* y, const bf16* __restrict__ norm_weight, float norm_eps) {
+                     bf16* y, const bf16* __restrict__ norm_weight, float norm_eps, bool silu_mul) {
   extern __shared__ uint4 smem4[];
   auto* ring = reinterpret_cast<unsigned char*>(smem4);
   auto* full = reinterpret_cast<std::uint64_t*>(ring + kRingBytes);
@@ -105,7 +109,16 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   pdl_wait();  // x (and the residual) come from the kernels before
   pdl_trigger();
   const auto* x4 = reinterpret_cast<const uint4*>(x);
-  if (norm_weight == nullptr) {
+  if (silu_mul) {
+    for (int v = threadIdx.x; v < k / 8; v += kThreads) {
+      float g[8], u[8];
+      unpack8(x4[v], g);
+      unpack8(x4[k / 8 + v], u);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) g[e] = silu(g[e]) * u[e];
+      xs4[v] = pack8(g);
+    }
+  } else if (norm_weight == nullptr) {
     for (int v = threadIdx.x; v < k / 8; v += kThreads) xs4[v] = x4[v];
   } else {
     // As rmsnorm_kernel: inv = rsqrt(mean(x^2) + eps), x * inv * weight rounded to BF16.
@@ -197,15 +210,17 @@ DeviceLimits prepared_device() {
 }  // namespace
 
 bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream,
-                      const bf16* norm_weight, float norm_eps) {
+                      const RingInput& input) {
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if (n <= 0 || k <= 0 || k % 8 != 0 || !aligned(x) || !aligned(w)) return false;
-  if (norm_weight != nullptr && !aligned(norm_weight)) return false;
+  const bool norm = input.norm_weight != nullptr;
+  if ((norm && !aligned(input.norm_weight)) || (norm && input.silu_mul)) return false;
   const DeviceLimits limits = prepared_device();
   const int grid = std::min(limits.sms, n);
-  const std::size_t smem = smem_bytes(n, k, grid, norm_weight != nullptr);
+  const std::size_t smem = smem_bytes(n, k, grid, norm);
   if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
-  launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, norm_weight, norm_eps);
+  launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, input.norm_weight,
+                input.norm_eps, input.silu_mul);
   return true;
 }
 

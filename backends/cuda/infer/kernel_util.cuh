@@ -13,6 +13,10 @@
 
 namespace gpuscout::cuda::infer {
 
+__device__ __forceinline__ float silu(float g) {
+  return g / (1.0f + __expf(-g));
+}
+
 // Eight BF16 (one 16-byte vector) to FP32.
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);

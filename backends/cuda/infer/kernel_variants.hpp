@@ -18,10 +18,15 @@ enum class SkinnyPath {
 
 // The ring GEMV of one row: y[j] = sum_i x[i] w[j, i] (+ residual[j]). False (nothing launched) when
 // k % 8 != 0, a pointer is not 16-byte aligned or x does not fit the shared memory beside the ring.
-// With norm_weight, the input is RMSNorm(x) * norm_weight (eps norm_eps), computed by every block as it
-// stages x, as launch_rmsnorm would have written it.
+// What the ring GEMV makes of its input row while every block stages it, so that the elementwise
+// kernel that would have written it (and its kernel boundary) goes away.
+struct RingInput {
+  const bf16* norm_weight = nullptr;  // RMSNorm(x) * norm_weight (eps norm_eps), as launch_rmsnorm writes it
+  float norm_eps = 0.0f;
+  bool silu_mul = false;  // x holds [gate | up] (2k values): silu(gate) * up, as launch_silu_mul writes it
+};
 bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream,
-                      const bf16* norm_weight = nullptr, float norm_eps = 0.0f);
+                      const RingInput& input = {});
 // Whether the automatic skinny path takes the ring GEMV for one row: yes unless GPUSCOUT_RING_GEMV=0
 // (A/B runs). On the H200 it beat the warp-per-row kernel at every Llama-3.1-8B shape (bench/NOTES.md,
 // session 8); GemmRunner still times it against cuBLASLt per shape.
