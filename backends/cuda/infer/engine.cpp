@@ -1303,6 +1303,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
       r.layers[l].v_cache = kv + (2 * l + 1) * per_layer;
     }
     r.gemm = std::make_unique<GemmRunner>(r.lt_workspace, kLtWorkspaceBytes);
+    r.gemm->prefer_own_kernels(options.prefer_own_gemm_kernels);
     auto collect = [&](auto member) {
       std::vector<const void*> w;
       for (const auto& l : r.layers) w.push_back(l.*member);
@@ -1361,7 +1362,9 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     }
     if (options.cuda_graphs) e.info.graph_buckets.push_back(b);
   }
-  if (options.cuda_graphs && options.resolve_gemm_ties) e.resolve_gemm_ties(e.info.gemm_choices);
+  if (options.cuda_graphs && options.resolve_gemm_ties && !options.prefer_own_gemm_kernels) {
+    e.resolve_gemm_ties(e.info.gemm_choices);
+  }
 
   e.info.tp = e.tp;
   e.info.weight_bytes_per_gpu = static_cast<std::int64_t>(e.ranks[0]->weight_bytes);

@@ -69,6 +69,9 @@ struct EngineOptions {
   // in whole decode steps of each graph (bucket and context class) and capture it with the faster
   // (CudaEngine::Impl::resolve_gemm_ties). Only with cuda_graphs.
   bool resolve_gemm_ties = true;
+  // Tests only: GEMMs of up to 8 rows on the engine's own kernels whatever the timing says
+  // (GemmRunner::prefer_own_kernels), and no in-step resolution, so the checks run those paths.
+  bool prefer_own_gemm_kernels = false;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses

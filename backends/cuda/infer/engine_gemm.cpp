@@ -326,7 +326,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
     last_tune_.skinny_us = skinny;
-    p.skinny = skinny < best_lt;
+    p.skinny = prefer_own_ || skinny < best_lt;
     if (p.skinny) last_tune_.chosen = "skinny";
     p.alternative_skinny = !p.skinny;
     p.chosen_us = std::min(skinny, best_lt);

@@ -92,6 +92,10 @@ class GemmRunner {
   std::string choice_name(int cls, int rows);  // "cublaslt", "skinny", "ring" or "small_m"
   const std::string& class_name(int cls) const;
 
+  // Tests only: up to kSkinnyMaxRows rows tune() keeps our kernel (skinny/ring) whatever the times,
+  // so that the engine's checks run its paths (the ring with its input transforms) end to end.
+  void prefer_own_kernels(bool prefer) { prefer_own_ = prefer; }
+
   static constexpr std::size_t kSmallMCounterBytes = 64 * 1024;
 
  private:
@@ -113,6 +117,7 @@ class GemmRunner {
   std::size_t workspace_bytes_;  // cuBLASLt's part
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
+  bool prefer_own_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unordered_map<std::int64_t, std::unique_ptr<Plan>> plans_;
