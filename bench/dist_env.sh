@@ -45,3 +45,18 @@ write_env() {
     env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
   } >"$1" 2>&1
 }
+
+# engine_ab MODEL ROUNDS PATTERN: `infer_engine_test --bench MODEL` of the previous build
+# ($DIST/old/infer_engine_test) and of this one ($DIST/infer_engine_test), interleaved ROUNDS times,
+# each run's lines that match PATTERN under an "== engine timing MODEL old|new, round N" header.
+engine_ab() {
+  local model=$1 rounds=$2 pattern=$3 round build exe
+  for round in $(seq "$rounds"); do
+    for build in old new; do
+      exe="$DIST/infer_engine_test"
+      [ "$build" = old ] && exe="$DIST/old/infer_engine_test"
+      echo "== engine timing $model $build, round $round"
+      "$exe" --bench "$model" | grep -E "$pattern"
+    done
+  done
+}

@@ -21,13 +21,6 @@ write_env "$OUT/env.txt"
     2>&1 | grep -E "ERROR SUMMARY"
   "$DIST/infer_engine_test" | grep -E "attention|PASS|FAIL" | tail -12
   echo "== engine checks: exit ${PIPESTATUS[0]}"
-  for round in $(seq "${ROUNDS:-3}"); do
-    for build in old new; do
-      exe="$DIST/infer_engine_test"
-      [ "$build" = old ] && exe="$DIST/old/infer_engine_test"
-      echo "== engine timing llama-3.1-8b $build, round $round"
-      "$exe" --bench llama-3.1-8b | grep -E "decode batch|prefill"
-    done
-  done
+  engine_ab llama-3.1-8b "${ROUNDS:-3}" "decode batch|prefill"
 } >"$log" 2>&1
 grep -E "^==|PASS|FAIL|ERROR SUMMARY|decode batch|prefill" "$log"

@@ -21,13 +21,6 @@ write_env "$OUT/env.txt"
     grep -E "ERROR SUMMARY"
   "$DIST/infer_engine_test" | grep -E "PASS|FAIL" | tail -14
   echo "== engine checks: exit ${PIPESTATUS[0]}"
-  for round in $(seq "${ROUNDS:-3}"); do
-    for build in old new; do
-      exe="$DIST/infer_engine_test"
-      [ "$build" = old ] && exe="$DIST/old/infer_engine_test"
-      echo "== engine timing llama-3.1-8b $build, round $round"
-      "$exe" --bench llama-3.1-8b | grep -E "start-up|batch 1 context <= 2048|decode batch"
-    done
-  done
+  engine_ab llama-3.1-8b "${ROUNDS:-3}" "start-up|batch 1 context <= 2048|decode batch"
 } >"$log" 2>&1
 grep -E "^==|FAIL|PASSED|ERROR SUMMARY|decode batch|start-up" "$log"
