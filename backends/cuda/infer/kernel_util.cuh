@@ -13,6 +13,7 @@
 
 namespace gpuscout::cuda::infer {
 
+// SiLU, as the SiLU * up kernel and the ring GEMV's SiLU input compute it (the same rounding).
 __device__ __forceinline__ float silu(float g) {
   return g / (1.0f + __expf(-g));
 }

@@ -16,8 +16,6 @@ enum class SkinnyPath {
   ring,         // one row: W streamed through a shared-memory ring per SM (gemv_ring.cu); else cuda_core
 };
 
-// The ring GEMV of one row: y[j] = sum_i x[i] w[j, i] (+ residual[j]). False (nothing launched) when
-// k % 8 != 0, a pointer is not 16-byte aligned or x does not fit the shared memory beside the ring.
 // What the ring GEMV makes of its input row while every block stages it, so that the elementwise
 // kernel that would have written it (and its kernel boundary) goes away.
 struct RingInput {
@@ -25,6 +23,9 @@ struct RingInput {
   float norm_eps = 0.0f;
   bool silu_mul = false;  // x holds [gate | up] (2k values): silu(gate) * up, as launch_silu_mul writes it
 };
+// The ring GEMV of one row: y[j] = sum_i in[i] w[j, i] (+ residual[j]), `in` being x as `input` says.
+// False (nothing launched) when k % 8 != 0, a pointer is not 16-byte aligned, x (and the norm's
+// weights) do not fit the shared memory beside the ring, or both transforms are asked for.
 bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream,
                       const RingInput& input = {});
 // Whether the automatic skinny path takes the ring GEMV for one row: yes unless GPUSCOUT_RING_GEMV=0
