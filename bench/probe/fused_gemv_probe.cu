@@ -211,20 +211,10 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
         mbar_wait_parity(full + slot, (piece / kSlots) & 1);
         const uint4* w4 = reinterpret_cast<const uint4*>(ring + slot * kPieceBytes);
         const uint4* x4 = xs4 + seg * (kPieceBytes / 16);
-        float acc0 = 0.f, acc1 = 0.f;
-#pragma unroll 4
-        for (int c = lane; c < bytes / 16; c += 32) {
-          float wf[8], xf[8];
-          unpack8(w4[c], wf);
-          unpack8(x4[c], xf);
-          for (int e = 0; e < 8; e += 2) {
-            acc0 = fmaf(xf[e], wf[e], acc0);
-            acc1 = fmaf(xf[e + 1], wf[e + 1], acc1);
-          }
-        }
+        const float partial = ring_piece_dot(w4, x4, bytes / 16, lane);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty + slot);
-        const float acc = warp_sum(acc0 + acc1);
+        const float acc = warp_sum(partial);
         if (lane == 0) atomicAdd(rowacc + row, acc);
       }
       base += pieces;

@@ -156,21 +156,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     mbar_wait_parity(full + slot, (p / kSlots) & 1);
     const auto* w4 = reinterpret_cast<const uint4*>(ring + slot * kPieceBytes);
     const uint4* xp = xs4 + segment * (kPieceBytes / 16);
-    float acc0 = 0.0f, acc1 = 0.0f;  // two chains, so FMA latency does not bind
-#pragma unroll 4
-    for (int c = lane; c < chunks; c += 32) {
-      float wf[8], xf[8];
-      unpack8(w4[c], wf);
-      unpack8(xp[c], xf);
-#pragma unroll
-      for (int e = 0; e < 8; e += 2) {
-        acc0 = fmaf(xf[e], wf[e], acc0);
-        acc1 = fmaf(xf[e + 1], wf[e + 1], acc1);
-      }
-    }
+    const float partial = ring_piece_dot(w4, xp, chunks, lane);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + slot);
-    const float acc = warp_sum(acc0 + acc1);
+    const float acc = warp_sum(partial);
     if (lane == 0) atomicAdd(row_sum + row, acc);
   }
   consumer_sync();

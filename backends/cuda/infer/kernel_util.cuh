@@ -29,6 +29,24 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   }
 }
 
+// One lane's share of a ring piece's dot product: 16-byte chunks lane, lane + 32, ... of W and x
+// (BF16), in two FMA chains so FMA latency does not bind. The caller sums the warp's lanes.
+__device__ __forceinline__ float ring_piece_dot(const uint4* w4, const uint4* x4, int chunks, int lane) {
+  float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += 32) {
+    float wf[8], xf[8];
+    unpack8(w4[c], wf);
+    unpack8(x4[c], xf);
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) {
+      acc0 = fmaf(xf[e], wf[e], acc0);
+      acc1 = fmaf(xf[e + 1], wf[e + 1], acc1);
+    }
+  }
+  return acc0 + acc1;
+}
+
 __device__ __forceinline__ uint4 pack8(const float* f) {
   uint4 v;
   auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
