@@ -26,6 +26,11 @@ std::size_t lt_workspace_bytes(std::size_t total) {
   return total >= 2 * GemmRunner::kSmallMCounterBytes ? total - GemmRunner::kSmallMCounterBytes : total;
 }
 
+// Whether the skinny path of a GEMM is the ring GEMV (kernel_variants.hpp): one BF16 row.
+bool skinny_is_ring(int rows, bool fp8) {
+  return rows == 1 && !fp8 && ring_gemv_by_default();
+}
+
 // "#3/8 (algo 66 tile 18 stages 33 split-k 1)": which heuristic candidate and its configuration, so
 // that choices can be compared between engines (attributes that cannot be read are left out).
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size_t count) {
@@ -206,20 +211,25 @@ void GemmRunner::run(int cls, int rows, const bf16* x, const void* w, bf16* y, b
   launch(*classes_[cls], p, p.chosen, p.skinny, p.small_m_split, p.small_m_variant, rows, x, w, y, accumulate, stream);
 }
 
+bool GemmRunner::run_on_ring(int cls, int rows, const bf16* x, const void* w, const bf16* residual, bf16* y,
+                             const RingInput& input, cudaStream_t stream) {
+  const Class& c = *classes_[cls];
+  if (!plan(cls, rows).skinny || !skinny_is_ring(rows, c.fp8()) ||
+      !launch_ring_gemv(x, static_cast<const bf16*>(w), c.out, c.in, residual, y, stream, input)) {
+    return false;
+  }
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 void GemmRunner::run_normed(int cls, int rows, const bf16* h, const bf16* norm_weight, float eps, bf16* xn,
                             const void* w, bf16* y, cudaStream_t stream) {
   if (rows <= 0) return;
-  const Plan& p = plan(cls, rows);
-  const Class& c = *classes_[cls];
   RingInput input;
   input.norm_weight = norm_weight;
   input.norm_eps = eps;
-  if (p.skinny && rows == 1 && !c.fp8() && ring_gemv_by_default() &&
-      launch_ring_gemv(h, static_cast<const bf16*>(w), c.out, c.in, nullptr, y, stream, input)) {
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  launch_rmsnorm(h, norm_weight, rows, c.in, eps, xn, stream);
+  if (run_on_ring(cls, rows, h, w, nullptr, y, input, stream)) return;
+  launch_rmsnorm(h, norm_weight, rows, classes_[cls]->in, eps, xn, stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   run(cls, rows, xn, w, y, false, stream);
 }
@@ -227,16 +237,10 @@ void GemmRunner::run_normed(int cls, int rows, const bf16* h, const bf16* norm_w
 void GemmRunner::run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act, const void* w, bf16* y,
                               bool accumulate, cudaStream_t stream) {
   if (rows <= 0) return;
-  const Plan& p = plan(cls, rows);
-  const Class& c = *classes_[cls];
   RingInput input;
   input.silu_mul = true;
-  if (p.skinny && rows == 1 && !c.fp8() && ring_gemv_by_default() &&
-      launch_ring_gemv(gate_up, static_cast<const bf16*>(w), c.out, c.in, accumulate ? y : nullptr, y, stream, input)) {
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  launch_silu_mul(gate_up, rows, c.in, act, stream);
+  if (run_on_ring(cls, rows, gate_up, w, accumulate ? y : nullptr, y, input, stream)) return;
+  launch_silu_mul(gate_up, rows, classes_[cls]->in, act, stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   run(cls, rows, act, w, y, accumulate, stream);
 }
@@ -331,8 +335,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     p.alternative_skinny = !p.skinny;
     p.chosen_us = std::min(skinny, best_lt);
     p.alternative_us = std::max(skinny, best_lt);
-    // One BF16 row: the skinny path is the ring GEMV (kernel_variants.hpp), named as such.
-    const char* own = rows == 1 && !c.fp8() && ring_gemv_by_default() ? "ring" : "skinny";
+    const char* own = skinny_is_ring(rows, c.fp8()) ? "ring" : "skinny";
     line = fmt::format("{} m={} ({}x{}): {} {:.1f} us vs {} {:.1f} us (cuBLASLt {})", c.name, rows, c.out, c.in,
                        p.skinny ? own : "cublaslt", p.skinny ? skinny : best_lt, p.skinny ? "cublaslt" : own,
                        p.skinny ? best_lt : skinny, lt_pick);
@@ -395,7 +398,7 @@ void GemmRunner::swap_choice(int cls, int rows) {
 std::string GemmRunner::choice_name(int cls, int rows) {
   const Plan& p = plan(cls, rows);
   const Class& c = *classes_.at(cls);
-  if (p.skinny) return rows == 1 && !c.fp8() && ring_gemv_by_default() ? "ring" : "skinny";
+  if (p.skinny) return skinny_is_ring(rows, c.fp8()) ? "ring" : "skinny";
   if (p.small_m_split > 0) return "small_m";
   return "cublaslt";
 }

@@ -32,6 +32,8 @@
 
 namespace gpuscout::cuda::infer {
 
+struct RingInput;  // kernel_variants.hpp
+
 class GemmRunner {
  public:
   GemmRunner(void* workspace, std::size_t workspace_bytes);
@@ -102,6 +104,9 @@ class GemmRunner {
   struct Class;
   struct Plan;
   Plan& plan(int cls, int rows);
+  // Where the plan is the skinny path and that is the ring GEMV: launches it with `input` and says so.
+  bool run_on_ring(int cls, int rows, const bf16* x, const void* w, const bf16* residual, bf16* y,
+                   const RingInput& input, cudaStream_t stream);
   // small_m_split > 0: launch_small_m_gemm with that split and variant (cuBLASLt if it refuses).
   void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
               int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
