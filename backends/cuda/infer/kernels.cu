@@ -252,7 +252,6 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
 }
 
 // ---------------------------------------------------------------------------------------------
-
 __global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out) {
   pdl_wait();
   pdl_trigger();
