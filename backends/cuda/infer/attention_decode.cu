@@ -509,10 +509,7 @@ namespace split {
 
 // 128 threads x 128 registers: a block fits one SM beside a ring GEMV block (544 x 88 of the 64 K
 // registers), which under programmatic launch can then start, and prefetch, while it runs.
-#ifndef GPUSCOUT_SPLIT_THREADS
-#define GPUSCOUT_SPLIT_THREADS 128
-#endif
-constexpr int kThreads = GPUSCOUT_SPLIT_THREADS;
+constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 
 constexpr int kDecodeSplitTokens = 512;
@@ -823,9 +820,6 @@ __global__ void __launch_bounds__(kThreads)
   // splits' loads issued together. So the merge costs the fence, the counter and two L2 round
   // trips; session 5's version, reloading the max for every element and part, made the fused merge
   // slower than the merge kernel it replaced.
-#if defined(GPUSCOUT_SPLIT_MERGE_KERNEL)
-  return;
-#endif
   const int used = ceil_div(ctx, split_tokens);
   __threadfence();  // this split's partials are visible before the counter says so
   __syncthreads();
@@ -877,44 +871,6 @@ __global__ void __launch_bounds__(kThreads)
     o[3] = __float2bfloat16_rn(sum.w / l);
   }
 }
-
-#if defined(GPUSCOUT_SPLIT_MERGE_KERNEL)
-// One block per (head, sequence), one thread per output element d. The splits' maxima are reduced
-// by all threads at once, and the accumulators are read 8 splits at a time, so a long context
-// (up to 512 splits of 64 tokens) does not become a chain of dependent loads.
-__global__ void decode_merge_kernel(AttentionBatch batch, AttentionShape shape, Workspace ws, int splits,
-                                    int split_tokens, bf16* out, int out_stride) {
-  __shared__ float partial[128 / 32];
-  pdl_wait();
-  pdl_trigger();
-  const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
-  const int D = shape.head_dim;
-  if (batch.q_len[seq] <= 0) return;  // no query row
-  bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + h * D + d;
-  const int ctx = batch.context_len[seq];
-  if (ctx <= 0) {  // padding: a deterministic row
-    *dst = __float2bfloat16_rn(0.0f);
-    return;
-  }
-  const int used = (ctx + split_tokens - 1) / split_tokens;
-  const std::int64_t part0 = (static_cast<std::int64_t>(seq) * shape.heads + h) * splits;
-  float m = -INFINITY;
-  for (int s = d; s < used; s += D) m = fmaxf(m, ws.max_sum[(part0 + s) * 2]);
-  m = warp_max(m);
-  if (d % 32 == 0) partial[d / 32] = m;
-  __syncthreads();
-  m = partial[0];
-  for (int w = 1; w < D / 32; ++w) m = fmaxf(m, partial[w]);
-  float l = 0.0f, o = 0.0f;
-#pragma unroll 8
-  for (int s = 0; s < used; ++s) {
-    const float w = exp2f(ws.max_sum[(part0 + s) * 2] - m);
-    l += w * ws.max_sum[(part0 + s) * 2 + 1];
-    o += w * ws.acc[(part0 + s) * D + d];
-  }
-  *dst = __float2bfloat16_rn(o / l);
-}
-#endif
 
 }  // namespace split
 
@@ -1010,10 +966,6 @@ void launch_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* 
                     scale_log2, out, out_stride, rope, k_store, v_store);
     });
   });
-#if defined(GPUSCOUT_SPLIT_MERGE_KERNEL)
-  launch_kernel(decode_merge_kernel, dim3(shape.heads, batch.num_seqs), shape.head_dim, 0, stream, batch, shape, ws,
-                splits, tokens, out, out_stride);
-#endif
 }
 
 bool uses_streaming(const AttentionBatch& batch, const AttentionShape& shape, const DecodeAttentionPlan& plan) {
