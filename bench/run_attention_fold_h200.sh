@@ -4,8 +4,8 @@
 # One H200, one call: the kernel checks (decode attention cases, the RoPE fold against the RoPE
 # kernel + split kernel bit for bit), compute-sanitizer memcheck of the split kernel, the engine
 # checks, the decode attention kernels timed alone (previous build and this one), then
-# `infer_engine_test --bench llama-3.1-8b` of the previous build and of this one (as tuned, and with
-# the split kernel forced, with and without the RoPE fold), interleaved ROUNDS times.
+# `infer_engine_test --bench llama-3.1-8b` of the previous build, this one with --no-rope-fold, and
+# this one, interleaved ROUNDS times.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_attention_fold_h200.sh
 # DIST holds gpuscout (scripts/make-device-dist.sh), infer_kernels_test, infer_engine_test and
 # old/infer_engine_test, old/infer_kernels_test. Writes $OUT/attention-fold.txt.
@@ -29,16 +29,13 @@ write_env "$OUT/env.txt"
     echo "== decode attention alone, $build"
     "$exe" --decode-only --bench | grep -vE " ok  "
   done
-  # The engine's attention plans are timed per kernel alone, which does not see what the fold is
-  # for (the next GEMM's prefetch during the attention): split-* force the split kernel.
   for round in $(seq "${ROUNDS:-2}"); do
-    for variant in old new split split-no-rope-fold; do
+    for variant in old no-rope-fold new; do
       echo "== engine timing llama-3.1-8b $variant, round $round"
       case $variant in
         old) "$DIST/old/infer_engine_test" --bench llama-3.1-8b ;;
+        no-rope-fold) "$DIST/infer_engine_test" --bench llama-3.1-8b --no-rope-fold ;;
         new) "$DIST/infer_engine_test" --bench llama-3.1-8b ;;
-        split) "$DIST/infer_engine_test" --bench llama-3.1-8b --attention-plan split ;;
-        split-no-rope-fold) "$DIST/infer_engine_test" --bench llama-3.1-8b --attention-plan split --no-rope-fold ;;
       esac | grep -E "start-up|batch 1 context <= 2048|decode batch|prefill"
     done
   done

@@ -542,9 +542,7 @@ struct Workspace {
 Workspace workspace_layout(void* base, int num_seqs, int heads, int splits) {
   auto* counters = static_cast<int*>(base);
   auto* f = reinterpret_cast<float*>(counters + kMaxPairs);
-  // The accumulators 16-byte aligned: the merge reads them as float4.
-  const std::size_t acc_offset = (static_cast<std::size_t>(num_seqs) * heads * splits * 2 + 3) / 4 * 4;
-  return Workspace{counters, f, f + acc_offset};
+  return Workspace{counters, f, f + static_cast<std::size_t>(num_seqs) * heads * splits * 2};
 }
 
 template <int D, int G>
@@ -814,12 +812,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // The split of the pair that finishes last merges all of them (no second kernel, whose boundary
-  // kept the o projection's ring from prefetching its weights during the attention): per head the
-  // splits' maxima and sums (a warp per head, a lane per split), their weights exp2(max_s - max)
-  // kept in shared memory; then 4 consecutive outputs per thread, a float4 per split with up to 16
-  // splits' loads issued together. So the merge costs the fence, the counter and two L2 round
-  // trips; session 5's version, reloading the max for every element and part, made the fused merge
-  // slower than the merge kernel it replaced.
+  // kept the o projection's ring from prefetching its weights during the attention). First each
+  // head's max and weighted sum over the splits (a warp per head, lanes over the splits), then each
+  // output element with a part's loads issued together: merging element by element, the max
+  // reloaded for each, made session 5's fused merge slower than the merge kernel it replaced.
   const int used = ceil_div(ctx, split_tokens);
   __threadfence();  // this split's partials are visible before the counter says so
   __syncthreads();
@@ -831,44 +827,42 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (!merging) return;
   __threadfence();
-  float* weight = smem;  // [G][used]; the host keeps splits <= kDecodeSplitTokens
-  for (int h = warp; h < G; h += kWarps) {
-    const float2* ms = reinterpret_cast<const float2*>(ws.max_sum) + part0 + h * splits;
-    const float2 mine = lane < used ? __ldcg(ms + lane) : make_float2(-INFINITY, 0.0f);
-    float mx = mine.x;
-    for (int s = lane + 32; s < used; s += 32) mx = fmaxf(mx, __ldcg(ms + s).x);
+  for (int h = warp; h < G; h += kWarps) {  // row_max/row_sum are free again
+    const float* ms = ws.max_sum + (part0 + h * splits) * 2;
+    float mx = -INFINITY;
+    for (int s = lane; s < used; s += 32) mx = fmaxf(mx, __ldcg(ms + 2 * s));
     mx = warp_max(mx);
     float total = 0.0f;
-    for (int s = lane; s < used; s += 32) {
-      const float2 p = s == lane ? mine : __ldcg(ms + s);
-      const float w = exp2f(p.x - mx);
-      weight[h * used + s] = w;
-      total = fmaf(w, p.y, total);
-    }
+    for (int s = lane; s < used; s += 32) total = fmaf(exp2f(__ldcg(ms + 2 * s) - mx), __ldcg(ms + 2 * s + 1), total);
     total = warp_sum(total);
-    if (lane == 0) row_sum[h] = total;
+    if (lane == 0) {
+      row_max[h] = mx;
+      row_sum[h] = total;
+    }
   }
   __syncthreads();
-  bf16* dst = out + static_cast<std::int64_t>(query_row) * out_stride + head0 * D;
-  for (int v = threadIdx.x; v < G * D / 4; v += kThreads) {
-    const int g = v / (D / 4), d = (v % (D / 4)) * 4;
-    const float4* src = reinterpret_cast<const float4*>(ws.acc + (part0 + g * splits) * D + d);
-    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 16
-    for (int s = 0; s < used; ++s) {
-      const float4 a = __ldcg(src + s * (D / 4));
-      const float w = weight[g * used + s];
-      sum.x = fmaf(w, a.x, sum.x);
-      sum.y = fmaf(w, a.y, sum.y);
-      sum.z = fmaf(w, a.z, sum.z);
-      sum.w = fmaf(w, a.w, sum.w);
+  constexpr int kPerThread = (G * D + kThreads - 1) / kThreads;
+  float merged[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) merged[i] = 0.0f;
+#pragma unroll 4
+  for (int s = 0; s < used; ++s) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int e = threadIdx.x + i * kThreads;
+      if (e < G * D) {
+        const int g = e / D;
+        const std::int64_t part = part0 + g * splits + s;
+        const float w = exp2f(__ldcg(&ws.max_sum[part * 2]) - row_max[g]);
+        merged[i] = fmaf(w, __ldcg(&ws.acc[part * D + e - g * D]), merged[i]);
+      }
     }
-    const float l = row_sum[g];
-    bf16* o = dst + g * D + d;
-    o[0] = __float2bfloat16_rn(sum.x / l);
-    o[1] = __float2bfloat16_rn(sum.y / l);
-    o[2] = __float2bfloat16_rn(sum.z / l);
-    o[3] = __float2bfloat16_rn(sum.w / l);
+  }
+  bf16* dst = out + static_cast<std::int64_t>(query_row) * out_stride + head0 * D;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = threadIdx.x + i * kThreads;
+    if (e < G * D) dst[e] = __float2bfloat16_rn(merged[i] / row_sum[e / D]);
   }
 }
 
@@ -900,7 +894,7 @@ std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_d
       static_cast<std::size_t>(num_seqs) * heads * ceil_div(std::max(max_context, 1), split::kDecodeSplitTokens);
   const std::size_t split_fine = static_cast<std::size_t>(split::kDecodeBlockBudget) * std::min(heads, kMaxGroup);
   const std::size_t parts = std::max({stream_parts, split_coarse, split_fine});
-  return kMaxPairs * sizeof(int) + parts * (head_dim + 2) * sizeof(float) + 16;  // + the accumulators' alignment
+  return kMaxPairs * sizeof(int) + parts * (head_dim + 2) * sizeof(float);
 }
 
 void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
@@ -950,10 +944,6 @@ void launch_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* 
   using namespace split;
   const int tokens = split_tokens(batch.num_seqs, shape.kv_heads, batch.max_context, kDecodeBlockBudget);
   const int splits = ceil_div(std::max(batch.max_context, 1), tokens);
-  if (splits > kDecodeSplitTokens) {  // the merge's weights live in the scores' shared memory
-    throw std::invalid_argument("decode attention: max_context above " +
-                                std::to_string(kDecodeSplitTokens * kDecodeSplitTokens) + " tokens not supported");
-  }
   const Workspace ws = workspace_layout(workspace, batch.num_seqs, shape.heads, splits);
   const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
   const dim3 grid(splits, shape.kv_heads, batch.num_seqs);
