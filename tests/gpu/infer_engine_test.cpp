@@ -4,7 +4,6 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
-//                     [--no-rope-fold]
 //                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
@@ -78,8 +77,7 @@ struct Totals {
 // which the reference does not model, so the bounds are wider (still far below what a wrong scale,
 // layout or code would give: those miss by 100% of the logits).
 int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus, bool graphs, const Scenario& sc,
-                 bool fp8 = false, ci::DecodeAttentionPlan attention_plan = {}, bool own_gemms = false,
-                 bool rope_in_attention = true) {
+                 bool fp8 = false, ci::DecodeAttentionPlan attention_plan = {}, bool own_gemms = false) {
   const double max_rel_abs = fp8 ? 0.15 : 0.03, max_rel_l2 = fp8 ? 0.08 : 0.02, tie_margin = fp8 ? 0.3 : 0.05;
   ci::EngineOptions eo;
   eo.fp8_weights = fp8;
@@ -91,7 +89,6 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   eo.cuda_graphs = graphs;
   eo.attention_plan_override = attention_plan;
   eo.prefer_own_gemm_kernels = own_gemms;
-  eo.rope_in_attention = rope_in_attention;
   auto engine = ci::CudaEngine::create(cfg, eo);
   engine->keep_logits(true);
   // With graphs the engine times its decode attention plans (one line per bucket and context
@@ -188,7 +185,7 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
           (attention_plan.kernel == ci::DecodeAttentionPlan::Kernel::automatic
                ? ""
                : " attention " + ci::describe(attention_plan)) +
-          (own_gemms ? " own GEMM kernels" : "") + (rope_in_attention ? "" : " RoPE kernel"),
+          (own_gemms ? " own GEMM kernels" : ""),
       gpus.size(), graphs ? "on" : "off", t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2,
       t.ties, t.failures, t.failures == 0 ? "PASS" : "FAIL");
   return t.failures == 0 && setup_failures == 0 ? 0 : 1;
@@ -366,7 +363,7 @@ double median(std::vector<double> v) {
 
 struct BenchFlags {
   int tp = 1;
-  bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true, rope_in_attention = true;
+  bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   unsigned knock_out = 0;
   ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
@@ -392,7 +389,6 @@ int bench(const std::string& model, const BenchFlags& flags) {
   eo.fp8_weights = flags.fp8;
   eo.tune_attention = flags.tune_attention;
   eo.resolve_gemm_ties = flags.resolve_gemm_ties;
-  eo.rope_in_attention = flags.rope_in_attention;
   eo.attention_plan_override = flags.attention_plan;
   if (flags.knock_out != 0) {
     fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", flags.knock_out);
@@ -522,7 +518,6 @@ int main(int argc, char** argv) {
       if (a == "--fp8") flags.fp8 = true;
       if (a == "--no-attention-tuning") flags.tune_attention = false;
       if (a == "--no-gemm-ties") flags.resolve_gemm_ties = false;
-      if (a == "--no-rope-fold") flags.rope_in_attention = false;
       if (a == "--attention-plan" && i + 1 < argc) {
         const std::string plan = argv[++i];
         if (plan == "split") {
@@ -575,14 +570,11 @@ int main(int argc, char** argv) {
         for (const Scenario* sc : {&mixed, &single}) failures += run_scenario(tiny, gpus, graphs, *sc, false, {}, true);
       }
       // Each decode attention kernel forced into the graphs once: both read the newest token's K/V,
-      // which the RoPE kernel just before them stores, after their wait and the older rows before it;
-      // the split kernel in decode-only steps does RoPE and that store itself unless told not to.
+      // which the RoPE kernel just before them stores, after their wait and the older rows before it.
       for (const auto kernel : {ci::DecodeAttentionPlan::Kernel::split, ci::DecodeAttentionPlan::Kernel::streaming}) {
         for (const Scenario* sc : {&mixed, &single})
           failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
       }
-      failures +=
-          run_scenario(tiny, gpus, true, single, false, {ci::DecodeAttentionPlan::Kernel::split, 0}, false, false);
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
       // Qwen2.5's QKV biases (added in the RoPE + KV-store kernel), at TP2 sharded with the heads.
       gi::TransformerConfig biased = tiny;

@@ -585,98 +585,6 @@ void test_decode_attention() {
   run_decode_cases("decode attention D 64 heads 8 kv 2 block 7 (300 sequences)", AttentionShape{8, 2, 64, 7}, many);
 }
 
-// launch_decode_attention_with_rope against launch_rope_store_kv followed by the split kernel on
-// the rows it rotated: both run the same arithmetic (rope_rotate, BF16 Q), so the outputs and the
-// caches must be equal bit for bit; the newest rows start poisoned, so a missed store shows. The
-// QKV rows stay unrotated.
-void test_decode_rope_fold(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool with_bias) {
-  const int seqs = static_cast<int>(b.ctx.size());
-  Paged p = make_paged(shape, b.ctx);
-  const int D = shape.head_dim;
-  int rows = 0, max_ctx = 0;
-  for (int s = 0; s < seqs; ++s) {
-    rows = std::max(rows, b.q_start[s] + b.q_len[s]);
-    max_ctx = std::max(max_ctx, b.ctx[s]);
-  }
-  std::vector<std::int32_t> positions(rows, 0), slots(rows, -1);
-  for (int s = 0; s < seqs; ++s) {
-    if (b.q_len[s] == 0 || b.ctx[s] == 0) continue;
-    const int pos = b.ctx[s] - 1;
-    positions[b.q_start[s]] = pos;
-    slots[b.q_start[s]] =
-        p.tables[static_cast<std::size_t>(s) * p.max_blocks + pos / shape.block_size] * shape.block_size +
-        pos % shape.block_size;
-    for (int h = 0; h < shape.kv_heads; ++h)
-      for (int d = 0; d < D; ++d) p.k[p.at(s, pos, h, d)] = p.v[p.at(s, pos, h, d)] = kPoison;
-  }
-  const int qkv_width = (shape.heads + 2 * shape.kv_heads) * D, stride = qkv_width + 8;
-  const int out_stride = shape.heads * D + 8;
-  const auto qkv = random_bf16(static_cast<std::size_t>(rows) * stride);
-  const auto bias = random_bf16(qkv_width, 4.0f);
-  Dev<u16> q_rotated(qkv), q_plain(qkv), dbias(bias), k_ref(p.k), v_ref(p.v), k_fold(p.k), v_fold(p.v);
-  Dev<u16> out_ref(std::vector<u16>(static_cast<std::size_t>(rows) * out_stride, kPoison)),
-      out_fold(std::vector<u16>(static_cast<std::size_t>(rows) * out_stride, kPoison));
-  Dev<std::int32_t> dpos(positions), dslot(slots);
-  const DeviceBatch device_batch(b.q_start, b.q_len, b.ctx, p.tables, p.max_blocks, max_ctx + 700, 1);
-  const AttentionBatch& batch = device_batch.view;
-  Dev<unsigned char> ws(decode_attention_workspace_bytes(seqs, shape.heads, D, batch.max_context));
-  CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
-  const float theta = 500000.0f;
-  const bf16* bias_ptr = with_bias ? dbias.as<bf16>() : nullptr;
-  launch_rope_store_kv(q_rotated.as<bf16>(), stride, dpos.p, dslot.p, rows, shape, theta, k_ref.as<bf16>(),
-                       v_ref.as<bf16>(), nullptr, bias_ptr);
-  launch_decode_attention_split(q_rotated.as<bf16>(), stride, k_ref.as<bf16>(), v_ref.as<bf16>(), batch, shape, ws.p,
-                                out_ref.as<bf16>(), out_stride, nullptr);
-  const DecodeRope rope{dpos.p, dslot.p, theta, bias_ptr};
-  const DecodeAttentionPlan split{DecodeAttentionPlan::Kernel::split, 0};
-  const bool launched =
-      launch_decode_attention_with_rope(q_plain.as<bf16>(), stride, rope, k_fold.as<bf16>(), v_fold.as<bf16>(), batch,
-                                        shape, ws.p, out_fold.as<bf16>(), out_stride, nullptr, split);
-  const DecodeAttentionPlan streaming{DecodeAttentionPlan::Kernel::streaming, 0};
-  const bool refused =
-      !launch_decode_attention_with_rope(q_plain.as<bf16>(), stride, rope, k_fold.as<bf16>(), v_fold.as<bf16>(), batch,
-                                         shape, ws.p, out_fold.as<bf16>(), out_stride, nullptr, streaming);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  const auto got = out_fold.download(), want = out_ref.download();
-  bool finite = true;
-  for (int s = 0; s < seqs; ++s) {
-    if (b.q_len[s] == 0) continue;
-    for (int e = 0; e < shape.heads * D; ++e)
-      finite &= std::isfinite(to_f(got[static_cast<std::size_t>(b.q_start[s]) * out_stride + e]));
-  }
-  report(name + (with_bias ? " + QKV bias" : "") + ": RoPE in the split kernel = RoPE kernel + split kernel",
-         launched && refused && finite && got == want && k_fold.download() == k_ref.download() &&
-             v_fold.download() == v_ref.download() && q_plain.download() == qkv,
-         launched && refused ? "" : "split launched / streaming refused: wrong");
-}
-
-void test_decode_rope_folds() {
-  BatchHost b;
-  b.ctx = {1, 17, 512, 513, 1500, 0, 700, 0};
-  b.q_len = {1, 1, 1, 1, 1, 1, 1, 0};
-  b.q_start = {3, 0, 1, 2, 5, 4, 6, 7};
-  for (const int D : {128, 64, 32}) {
-    for (const int group : {4, 1, 8}) {
-      const AttentionShape shape{2 * group, 2, D, 16};
-      test_decode_rope_fold("decode RoPE fold D " + std::to_string(D) + " heads " + std::to_string(shape.heads), shape,
-                            b, group == 4);
-    }
-  }
-  test_decode_rope_fold("decode RoPE fold D 128 heads 8 block 7", AttentionShape{8, 2, 128, 7}, b, true);
-  BatchHost one;  // batch 1 with a long context (several rounds of loads per split)
-  one.ctx = {5000};
-  one.q_len = {1};
-  one.q_start = {0};
-  test_decode_rope_fold("decode RoPE fold Llama-3.1-8B heads, batch 1 at 5000", AttentionShape{32, 8, 128, 16}, one,
-                        false);
-  BatchHost mid;
-  mid.ctx = {545};
-  mid.q_len = {1};
-  mid.q_start = {0};
-  test_decode_rope_fold("decode RoPE fold Llama-3.1-8B heads, batch 1 at 545", AttentionShape{32, 8, 128, 16}, mid,
-                        false);
-}
-
 void test_prefill_attention() {
   // A full prompt, chunked prefills (q_len < ctx), a single-query chunk, padding, lengths that are
   // not multiples of the 64-row tiles.
@@ -1299,7 +1207,6 @@ int main(int argc, char** argv) {
       test_ring_gemv_inputs();
     }
     test_decode_attention();
-    test_decode_rope_folds();
     if (!decode_only) {
       test_prefill_attention();
       if (prop.major * 10 + prop.minor >= 89) {

@@ -14,21 +14,17 @@
 // products, shuffles and a per-thread online softmax) was instruction-bound at ~2.4 TB/s.
 //
 // split (fewer pairs: batch 1): flash-decoding, block per (split, KV head, sequence) over a grid
-// sized from max_context, the split's exact softmax with the scores in shared memory; the split of
-// a pair that finishes last merges it. In decode-only steps it can also do RoPE and the new token's
-// KV store (launch_decode_attention_with_rope). Measured on the H200 (bench/NOTES.md), it stays ahead at batch 1
-// (Llama-3.1-8B: 8 pairs; kernel 9.3 against 12.0 us at 512 tokens, 20 against 38 us at 8k): the streaming kernel's
-// merge of many parts is a chain of dependent loads, while at batch 8 (64 pairs) and 32 the streaming kernel is faster
-// (engine step -0.2 and -0.55 ms, 4.0 against 3.3 TB/s at batch 32 and 8k).
+// sized from max_context, the split's exact softmax with the scores in shared memory, then a merge
+// kernel. Measured on the H200 (bench/NOTES.md), it stays ahead at batch 1 (Llama-3.1-8B: 8 pairs;
+// kernel 9.3 against 12.0 us at 512 tokens, 20 against 38 us at 8k): the streaming kernel's merge
+// of many parts is a chain of dependent loads, while at batch 8 (64 pairs) and 32 the streaming
+// kernel is faster (engine step -0.2 and -0.55 ms, 4.0 against 3.3 TB/s at batch 32 and 8k).
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gpuscout/cuda/check.hpp"
@@ -507,9 +503,7 @@ int resident_blocks_per_sm(int device) {
 
 namespace split {
 
-// 128 threads x 128 registers: a block fits one SM beside a ring GEMV block (544 x 88 of the 64 K
-// registers), which under programmatic launch can then start, and prefetch, while it runs.
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
 constexpr int kDecodeSplitTokens = 512;
@@ -530,26 +524,22 @@ int split_tokens(int num_seqs, int kv_heads, int max_context, int block_budget) 
   return tokens;
 }
 
-// The merge counters, one per (sequence, KV head), shared with the streaming kernel (zero before
-// and after every launch of either); then the partial results: per (sequence, head, split) the max
-// (log2 domain), the sum of exp2(s - max), and the D accumulators.
+// Partial results: per (sequence, head, split) the max (log2 domain), the sum of exp2(s - max),
+// and the D accumulators; after the streaming kernel's counters, which must stay zero.
 struct Workspace {
-  int* counters;   // [num_seqs * kv_heads]
   float* max_sum;  // [num_seqs, heads, splits, 2]
   float* acc;      // [num_seqs, heads, splits, D]
 };
 
 Workspace workspace_layout(void* base, int num_seqs, int heads, int splits) {
-  auto* counters = static_cast<int*>(base);
-  auto* f = reinterpret_cast<float*>(counters + kMaxPairs);
-  return Workspace{counters, f, f + static_cast<std::size_t>(num_seqs) * heads * splits * 2};
+  auto* f = reinterpret_cast<float*>(static_cast<int*>(base) + kMaxPairs);
+  return Workspace{f, f + static_cast<std::size_t>(num_seqs) * heads * splits * 2};
 }
 
 template <int D, int G>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
-                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2, bf16* out,
-                        int out_stride, DecodeRope rope, bf16* k_store, bf16* v_store) {
+                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2) {
   constexpr int kTpt = D / 8;  // threads per token row (one 16-byte vector each)
   constexpr int kTokensPerStep = kThreads / kTpt;
   constexpr int kUnroll = 8;  // rows in flight per thread
@@ -560,159 +550,77 @@ __global__ void __launch_bounds__(kThreads)
   // Cache row (block * kv_heads + kvh) * block_size + offset of each token of the split, looked up
   // once so that no K or V load waits for a block-table load. 32 bits: < 2^32 rows of >= 64 bytes.
   __shared__ std::uint32_t rows[kDecodeSplitTokens];
-  // RoPE folded in (rope.positions set): cos/sin at the query's position; the newest token's K
-  // (rotated) and V, as this block stores them into the cache.
-  __shared__ float rope_cos[D / 2], rope_sin[D / 2];
-  __shared__ __align__(16) bf16 fresh_k[D], fresh_v[D];
-  __shared__ int merging;
 
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   const int ctx = batch.q_len[seq] > 0 ? batch.context_len[seq] : 0;
   const int start = split * split_tokens;
-  const int head0 = kvh * G;
   if (start >= ctx) {  // every block waits (kernel_util.cuh), even one with nothing to do
     pdl_wait();
     pdl_trigger();
-    // A padding sequence with a query row (no context) gets deterministic zeros from its split 0.
-    if (split == 0 && batch.q_len[seq] > 0) {
-      bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + head0 * D;
-      for (int e = threadIdx.x; e < G * D; e += kThreads) dst[e] = __float2bfloat16_rn(0.0f);
-    }
     return;
   }
   const int n = min(split_tokens, ctx - start);
-  const int query_row = batch.q_start[seq];
-  const bool fold_rope = rope.positions != nullptr;
   const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
   for (int t = threadIdx.x; t < n; t += kThreads) {
     const int token = start + t;
     rows[t] = (static_cast<std::uint32_t>(table[token / shape.block_size]) * shape.kv_heads + kvh) * shape.block_size +
               token % shape.block_size;
   }
-  if (fold_rope) {  // step metadata: known before the wait
-    const float position = static_cast<float>(rope.positions[query_row]);
-    for (int i = threadIdx.x; i < D / 2; i += kThreads) {
-      sincosf(position * rope_inverse_frequency(rope.theta, i, D), &rope_sin[i], &rope_cos[i]);
-    }
-  }
-  __syncthreads();  // rows[] and the cos/sin complete
+  __syncthreads();  // rows[] complete
   const int li = threadIdx.x % kTpt;
   const int gid = threadIdx.x / kTpt;
-  // The newest token (position ctx - 1) has its K/V stored by the kernel before this one, or with
-  // RoPE folded in by this very block (into fresh_k/v as well, whence it is read: loads through
-  // the read-only path must not see this kernel's own stores); every other row by earlier steps.
-  const int newest = ctx - 1 - start < n ? ctx - 1 - start : -1;
-  // Rows t0, t0 + kTokensPerStep, ... of the split (zeros past it), leaving out row `skip`; the
-  // newest from `fresh` where given.
-  auto load_rows = [&](const bf16* cache, const bf16* fresh, int t0, uint4(&r)[kUnroll], int skip) {
+  const int head0 = kvh * G;
+  // Rows t0, t0 + kTokensPerStep, ... of the split (zeros past it), leaving out row `skip`.
+  auto load_rows = [&](const bf16* cache, int t0, uint4(&r)[kUnroll], int skip) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int t = t0 + u * kTokensPerStep;
-      if (t >= n || t == skip) {
-        r[u] = make_uint4(0, 0, 0, 0);
-      } else if (fresh != nullptr && t == newest) {
-        r[u] = *reinterpret_cast<const uint4*>(fresh + li * 8);
-      } else {
-        r[u] = ldg_stream(reinterpret_cast<const uint4*>(cache + static_cast<std::int64_t>(rows[t]) * D) + li);
-      }
+      r[u] = t < n && t != skip
+                 ? ldg_stream(reinterpret_cast<const uint4*>(cache + static_cast<std::int64_t>(rows[t]) * D) + li)
+                 : make_uint4(0, 0, 0, 0);
     }
   };
-  auto load_row = [&](const bf16* cache, const bf16* fresh, int t0, uint4(&r)[kUnroll], int only) {
+  auto load_row = [&](const bf16* cache, int t0, uint4(&r)[kUnroll], int only) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (t0 + u * kTokensPerStep == only) {
-        r[u] = fresh != nullptr
-                   ? *reinterpret_cast<const uint4*>(fresh + li * 8)
-                   : ldg_stream(reinterpret_cast<const uint4*>(cache + static_cast<std::int64_t>(rows[only]) * D) + li);
+        r[u] = ldg_stream(reinterpret_cast<const uint4*>(cache + static_cast<std::int64_t>(rows[only]) * D) + li);
       }
     }
   };
-  // So the first round's rows but the newest are requested before pdl_wait, and their latency
-  // overlaps the end of the kernel before. A split that one round of loads covers also requests
-  // its V rows at once (one latency instead of two); only for groups up to 4 heads (registers).
+  // The newest token (position ctx - 1) has its K/V stored by the kernel before this one; every
+  // other row by earlier steps. So the first round's rows but the newest are requested before
+  // pdl_wait, and their latency overlaps the end of that kernel.
+  const int newest = ctx - 1 - start < n ? ctx - 1 - start : -1;
+  // A split that one round of loads covers also requests its V rows at once (one latency instead
+  // of two); only for groups up to 4 heads, where the registers keep 2 blocks per SM.
   constexpr bool kEarlyV = G <= 4;
   const bool one_round = n <= kTokensPerStep * kUnroll;
   uint4 kv[kUnroll], vv[kUnroll];
-  load_rows(k_cache, nullptr, gid, kv, newest);
-  if (kEarlyV && one_round) load_rows(v_cache, nullptr, gid, vv, newest);
-  // The step's metadata was copied before its first kernel; Q and the newest K/V (or, folding
-  // RoPE, the QKV row) come from the kernel before this one.
+  load_rows(k_cache, gid, kv, newest);
+  if (kEarlyV && one_round) load_rows(v_cache, gid, vv, newest);
+  // The step's metadata was copied before its first kernel; Q and the newest K/V come from the
+  // kernel before this one.
   pdl_wait();
   pdl_trigger();
-  const bf16* qrow = q + static_cast<std::int64_t>(query_row) * q_stride;
-  const bf16* fresh_k_row = fold_rope ? fresh_k : nullptr;
-  const bf16* fresh_v_row = fold_rope ? fresh_v : nullptr;
-  // Chunk c (8 values) of a head of the QKV row, biased; rotated by RoPE (its partner chunk holds
-  // the other halves of the pairs), rounded to BF16 as launch_rope_store_kv stores it.
-  auto rotated_chunk = [&](int col, int c, float(&x)[8]) {
-    constexpr int kHalfChunks = kTpt / 2;
-    float y[8];
-    load8(qrow + col + c * 8, x);
-    load8(qrow + col + (c ^ kHalfChunks) * 8, y);
-    if (rope.qkv_bias != nullptr) {
-      float bx[8], by[8];
-      load8(rope.qkv_bias + col + c * 8, bx);
-      load8(rope.qkv_bias + col + (c ^ kHalfChunks) * 8, by);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) x[j] += bx[j], y[j] += by[j];
-    }
-    const bool second = c >= kHalfChunks;  // x holds the b of its pairs
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int i = (c % kHalfChunks) * 8 + j;
-      const float2 r = second ? rope_rotate(y[j], x[j], rope_cos[i], rope_sin[i])
-                              : rope_rotate(x[j], y[j], rope_cos[i], rope_sin[i]);
-      x[j] = __bfloat162float(__float2bfloat16_rn(second ? r.y : r.x));
-    }
-  };
-  if (fold_rope) {
-    if (newest >= 0 && threadIdx.x < 2 * kTpt) {  // the newest token's K (rotated) and V of kvh
-      const int c = threadIdx.x % kTpt;
-      const bool is_v = threadIdx.x >= kTpt;
-      float x[8];
-      if (is_v) {
-        const int col = (shape.heads + shape.kv_heads + kvh) * D;
-        load8(qrow + col + c * 8, x);
-        if (rope.qkv_bias != nullptr) {
-          float b[8];
-          load8(rope.qkv_bias + col + c * 8, b);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) x[j] += b[j];
-        }
-      } else {
-        rotated_chunk((shape.heads + kvh) * D, c, x);
-      }
-      const uint4 packed = pack8(x);
-      *reinterpret_cast<uint4*>((is_v ? fresh_v : fresh_k) + c * 8) = packed;
-      const int slot = rope.slot_mapping[query_row];
-      if (slot >= 0) {
-        const std::int64_t row =
-            (static_cast<std::int64_t>(slot / shape.block_size) * shape.kv_heads + kvh) * shape.block_size +
-            slot % shape.block_size;
-        *reinterpret_cast<uint4*>((is_v ? v_store : k_store) + row * D + c * 8) = packed;
-      }
-    }
-    __syncthreads();  // fresh_k/v complete
-  }
-  load_row(k_cache, fresh_k_row, gid, kv, newest);
-  if (kEarlyV && one_round) load_row(v_cache, fresh_v_row, gid, vv, newest);
+  load_row(k_cache, gid, kv, newest);
+  if (kEarlyV && one_round) load_row(v_cache, gid, vv, newest);
 
   // Phase 1: scores[g][t] = q_g . k_t * scale * log2(e).
   float qf[G][8];
+  {
+    const bf16* qrow = q + static_cast<std::int64_t>(batch.q_start[seq]) * q_stride;
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
-    if (fold_rope) {
-      rotated_chunk((head0 + g) * D, li, qf[g]);
-    } else {
+    for (int g = 0; g < G; ++g) {
       load8(qrow + (head0 + g) * D + li * 8, qf[g]);
-    }
 #pragma unroll
-    for (int j = 0; j < 8; ++j) qf[g][j] *= scale_log2;
+      for (int j = 0; j < 8; ++j) qf[g][j] *= scale_log2;
+    }
   }
   // Warp-uniform loop bound: the shuffles below need every lane of the warp.
   for (int base = 0; base < n; base += kTokensPerStep * kUnroll) {
     const int t0 = base + gid;
-    if (base > 0) load_rows(k_cache, fresh_k_row, t0, kv, -1);
+    if (base > 0) load_rows(k_cache, t0, kv, -1);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float kf[8];
@@ -734,13 +642,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   // Otherwise the first V rows are requested now, so their latency overlaps the softmax below.
-  if (!(kEarlyV && one_round)) load_rows(v_cache, fresh_v_row, gid, vv, -1);
+  if (!(kEarlyV && one_round)) load_rows(v_cache, gid, vv, -1);
   __syncthreads();
 
-  // Phase 2: warp w turns the scores of heads w, w + kWarps, ... into exp2(s - max) and their sum.
+  // Phase 2: warp g turns the scores of head g into exp2(s - max) and their sum.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int h = warp; h < G; h += kWarps) {
-    float* s = smem + h * kDecodeSplitTokens;
+  if (warp < G) {
+    float* s = smem + warp * kDecodeSplitTokens;
     float m = -INFINITY;
     for (int t = lane; t < n; t += 32) m = fmaxf(m, s[t]);
     m = warp_max(m);
@@ -752,8 +660,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     l = warp_sum(l);
     if (lane == 0) {
-      row_max[h] = m;
-      row_sum[h] = l;
+      row_max[warp] = m;
+      row_sum[warp] = l;
     }
   }
   __syncthreads();
@@ -766,7 +674,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
   for (int base = 0; base < n; base += kTokensPerStep * kUnroll) {
     const int t0 = base + gid;
-    if (base > 0) load_rows(v_cache, fresh_v_row, t0, vv, -1);
+    if (base > 0) load_rows(v_cache, t0, vv, -1);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int t = t0 + u * kTokensPerStep;
@@ -796,74 +704,54 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 8; ++j) smem[(warp * G + g) * D + li * 8 + j] = acc[g][j];
   }
   __syncthreads();
-  // Part (seq, head, split) of the partial results; head g of this pair at part0 + g * splits.
-  const std::int64_t part0 = (static_cast<std::int64_t>(seq) * shape.heads + head0) * splits;
   for (int e = threadIdx.x; e < G * D; e += kThreads) {
     float total = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) total += smem[w * G * D + e];
     const int g = e / D, d = e - g * D;
-    const std::int64_t part = part0 + g * splits + split;
+    const std::int64_t part = (static_cast<std::int64_t>(seq) * shape.heads + head0 + g) * splits + split;
     ws.acc[part * D + d] = total;
     if (d == 0) {
       ws.max_sum[part * 2] = row_max[g];
       ws.max_sum[part * 2 + 1] = row_sum[g];
     }
   }
+}
 
-  // The split of the pair that finishes last merges all of them (no second kernel, whose boundary
-  // kept the o projection's ring from prefetching its weights during the attention). First each
-  // head's max and weighted sum over the splits (a warp per head, lanes over the splits), then each
-  // output element with a part's loads issued together: merging element by element, the max
-  // reloaded for each, made session 5's fused merge slower than the merge kernel it replaced.
-  const int used = ceil_div(ctx, split_tokens);
-  __threadfence();  // this split's partials are visible before the counter says so
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const int pair = seq * shape.kv_heads + kvh;
-    merging = atomicAdd(&ws.counters[pair], 1) == used - 1;
-    if (merging) ws.counters[pair] = 0;  // the last one: every other split has been counted
+// One block per (head, sequence), one thread per output element d. The splits' maxima are reduced
+// by all threads at once, and the accumulators are read 8 splits at a time, so a long context
+// (up to 512 splits of 64 tokens) does not become a chain of dependent loads.
+__global__ void decode_merge_kernel(AttentionBatch batch, AttentionShape shape, Workspace ws, int splits,
+                                    int split_tokens, bf16* out, int out_stride) {
+  __shared__ float partial[128 / 32];
+  pdl_wait();
+  pdl_trigger();
+  const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
+  const int D = shape.head_dim;
+  if (batch.q_len[seq] <= 0) return;  // no query row
+  bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + h * D + d;
+  const int ctx = batch.context_len[seq];
+  if (ctx <= 0) {  // padding: a deterministic row
+    *dst = __float2bfloat16_rn(0.0f);
+    return;
   }
+  const int used = (ctx + split_tokens - 1) / split_tokens;
+  const std::int64_t part0 = (static_cast<std::int64_t>(seq) * shape.heads + h) * splits;
+  float m = -INFINITY;
+  for (int s = d; s < used; s += D) m = fmaxf(m, ws.max_sum[(part0 + s) * 2]);
+  m = warp_max(m);
+  if (d % 32 == 0) partial[d / 32] = m;
   __syncthreads();
-  if (!merging) return;
-  __threadfence();
-  for (int h = warp; h < G; h += kWarps) {  // row_max/row_sum are free again
-    const float* ms = ws.max_sum + (part0 + h * splits) * 2;
-    float mx = -INFINITY;
-    for (int s = lane; s < used; s += 32) mx = fmaxf(mx, __ldcg(ms + 2 * s));
-    mx = warp_max(mx);
-    float total = 0.0f;
-    for (int s = lane; s < used; s += 32) total = fmaf(exp2f(__ldcg(ms + 2 * s) - mx), __ldcg(ms + 2 * s + 1), total);
-    total = warp_sum(total);
-    if (lane == 0) {
-      row_max[h] = mx;
-      row_sum[h] = total;
-    }
-  }
-  __syncthreads();
-  constexpr int kPerThread = (G * D + kThreads - 1) / kThreads;
-  float merged[kPerThread];
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) merged[i] = 0.0f;
-#pragma unroll 4
+  m = partial[0];
+  for (int w = 1; w < D / 32; ++w) m = fmaxf(m, partial[w]);
+  float l = 0.0f, o = 0.0f;
+#pragma unroll 8
   for (int s = 0; s < used; ++s) {
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int e = threadIdx.x + i * kThreads;
-      if (e < G * D) {
-        const int g = e / D;
-        const std::int64_t part = part0 + g * splits + s;
-        const float w = exp2f(__ldcg(&ws.max_sum[part * 2]) - row_max[g]);
-        merged[i] = fmaf(w, __ldcg(&ws.acc[part * D + e - g * D]), merged[i]);
-      }
-    }
+    const float w = exp2f(ws.max_sum[(part0 + s) * 2] - m);
+    l += w * ws.max_sum[(part0 + s) * 2 + 1];
+    o += w * ws.acc[(part0 + s) * D + d];
   }
-  bf16* dst = out + static_cast<std::int64_t>(query_row) * out_stride + head0 * D;
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int e = threadIdx.x + i * kThreads;
-    if (e < G * D) dst[e] = __float2bfloat16_rn(merged[i] / row_sum[e / D]);
-  }
+  *dst = __float2bfloat16_rn(o / l);
 }
 
 }  // namespace split
@@ -919,81 +807,38 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
   });
 }
 
-namespace {
-
-// Once per kernel and device: SMs running the split kernel keep the largest shared-memory carve-out
-// (it needs ~11 KB and would otherwise leave the driver free to pick a smaller one), so that a ring
-// GEMV block (137+ KB) can start beside a split block: an SM's carve-out changes only while it is idle.
-template <typename Kernel>
-void prefer_shared_carveout(Kernel* kernel, int device) {
-  static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> configured;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!configured.emplace(reinterpret_cast<const void*>(kernel), device).second) return;
-  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)));
-}
-
-void launch_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, const AttentionBatch& batch,
-                  const AttentionShape& shape, void* workspace, bf16* out, int out_stride, cudaStream_t stream,
-                  const DecodeRope& rope, bf16* k_store, bf16* v_store) {
+void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                   const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
+                                   int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
-  if (batch.num_seqs * shape.kv_heads > kMaxPairs) {
-    throw std::invalid_argument("decode attention: more than 16384 (sequence, KV head) pairs");
-  }
   using namespace split;
   const int tokens = split_tokens(batch.num_seqs, shape.kv_heads, batch.max_context, kDecodeBlockBudget);
   const int splits = ceil_div(std::max(batch.max_context, 1), tokens);
   const Workspace ws = workspace_layout(workspace, batch.num_seqs, shape.heads, splits);
   const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
   const dim3 grid(splits, shape.kv_heads, batch.num_seqs);
-  const int device = current_device().device;
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     dispatch_int<1, kMaxGroup>(shape.heads / shape.kv_heads, [&](auto g) {
-      auto* kernel = decode_split_kernel<decltype(d)::value, decltype(g)::value>;
-      prefer_shared_carveout(kernel, device);
-      launch_kernel(kernel, grid, kThreads, 0, stream, q, q_stride, k_cache, v_cache, batch, shape, ws, splits, tokens,
-                    scale_log2, out, out_stride, rope, k_store, v_store);
+      launch_kernel(decode_split_kernel<decltype(d)::value, decltype(g)::value>, grid, kThreads, 0, stream, q, q_stride,
+                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2);
     });
   });
-}
-
-bool uses_streaming(const AttentionBatch& batch, const AttentionShape& shape, const DecodeAttentionPlan& plan) {
-  using K = DecodeAttentionPlan::Kernel;
-  return plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
-}
-
-}  // namespace
-
-void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
-                                   const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                                   int out_stride, cudaStream_t stream) {
-  launch_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream, DecodeRope{}, nullptr,
-               nullptr);
+  launch_kernel(decode_merge_kernel, dim3(shape.heads, batch.num_seqs), shape.head_dim, 0, stream, batch, shape, ws,
+                splits, tokens, out, out_stride);
 }
 
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
-  if (uses_streaming(batch, shape, plan)) {
-    launch_decode_attention_grid(plan.kernel == DecodeAttentionPlan::Kernel::streaming ? plan.grid_blocks : 0, q,
-                                 q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
+  using K = DecodeAttentionPlan::Kernel;
+  const bool streaming =
+      plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
+  if (streaming) {
+    launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
+                                 batch, shape, workspace, out, out_stride, stream);
   } else {
     launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
   }
-}
-
-bool launch_decode_attention_with_rope(const bf16* qkv, int qkv_stride, const DecodeRope& rope, bf16* k_cache,
-                                       bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                       void* workspace, bf16* out, int out_stride, cudaStream_t stream,
-                                       const DecodeAttentionPlan& plan) {
-  if (uses_streaming(batch, shape, plan)) return false;
-  if (rope.positions == nullptr || rope.slot_mapping == nullptr) {
-    throw std::invalid_argument("decode attention with RoPE: positions and slot_mapping are required");
-  }
-  launch_split(qkv, qkv_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream, rope, k_cache,
-               v_cache);
-  return true;
 }
 
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {

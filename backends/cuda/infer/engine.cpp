@@ -559,18 +559,11 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
     } else {
       r.gemm->run_normed(r.g_qkv, d.rows, r.h, l.attn_norm, cfg.norm_eps, r.xn, l.wqkv, r.qkv, st);
     }
-    // A decode-only step on the split attention kernel does RoPE and the KV store inside it.
-    bool rope_done = false;
-    if (opt.rope_in_attention && d.np == 0 && d.nd > 0 && !(skip & (knock_out_rope | knock_out_attention))) {
-      const DecodeRope rope{m + L.positions, m + L.slots, static_cast<float>(cfg.rope_theta), l.qkv_bias};
-      rope_done = launch_decode_attention_with_rope(r.qkv, s.qkv_dim, rope, l.k_cache, l.v_cache, dec, shape,
-                                                    r.attn_workspace, r.attn, s.q_dim, st, d.attention);
-    }
-    if (!rope_done && !(skip & knock_out_rope)) {
+    if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
                            static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
     }
-    if (!rope_done && d.nd > 0 && !(skip & knock_out_attention)) {
+    if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim, st,
                               d.attention);
     }

@@ -109,20 +109,6 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// RoPE (kernels.hpp): theta^(-2i/D) in double, rounded once to FP32, so that the FP32 angle
-// position * inv_freq matches a CPU computing the same FP32 product (powf's 2-ulp error would be
-// multiplied by the position).
-__device__ __forceinline__ float rope_inverse_frequency(float theta, int i, int d) {
-  return static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d));
-}
-
-// The pair (a, b) = (x[i], x[i + D/2]) rotated by the angle of cosine c and sine s: (a c - b s,
-// b c + a s), each product rounded on its own as the CPU reference computes it (no FMA
-// contraction, which nvcc would otherwise choose differently from one kernel to another).
-__device__ __forceinline__ float2 rope_rotate(float a, float b, float c, float s) {
-  return make_float2(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)), __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)));
-}
-
 // Sum over a block of kThreads (a multiple of 32); `partial` holds kThreads / 32 floats. Every
 // thread gets the total.
 template <int kThreads>

@@ -151,7 +151,9 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
   float* inv_freq = sin_base + tokens_per_block * half;  // [half]
   auto cos_t = [&](int t) { return cos_base + t * half; };
   auto sin_t = [&](int t) { return sin_base + t * half; };
-  auto inverse_frequency = [&](int i) { return rope_inverse_frequency(theta, i, d); };
+  // theta^(-2i/D) in double, rounded once to FP32: the FP32 angle position * inv_freq then matches
+  // a CPU computing the same FP32 product (powf's 2-ulp error would be multiplied by the position).
+  auto inverse_frequency = [&](int i) { return static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d)); };
   for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
     const int slot = slot_mapping[t0 + t];
     slot_block[t] = slot >= 0 ? slot / shape.block_size : -1;
@@ -197,10 +199,9 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
         const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + head * d + i + half));
         a.x += ba.x, a.y += ba.y, b.x += bb.x, b.y += bb.y;
       }
-      const float2 r0 = rope_rotate(a.x, b.x, cos_t(t)[i], sin_t(t)[i]);
-      const float2 r1 = rope_rotate(a.y, b.y, cos_t(t)[i + 1], sin_t(t)[i + 1]);
-      const __nv_bfloat162 ra = __floats2bfloat162_rn(r0.x, r1.x);
-      const __nv_bfloat162 rb = __floats2bfloat162_rn(r0.y, r1.y);
+      const float c0 = cos_t(t)[i], c1 = cos_t(t)[i + 1], s0 = sin_t(t)[i], s1 = sin_t(t)[i + 1];
+      const __nv_bfloat162 ra = __floats2bfloat162_rn(a.x * c0 - b.x * s0, a.y * c1 - b.y * s1);
+      const __nv_bfloat162 rb = __floats2bfloat162_rn(b.x * c0 + a.x * s0, b.y * c1 + a.y * s1);
       *reinterpret_cast<__nv_bfloat162*>(h + i) = ra;
       *reinterpret_cast<__nv_bfloat162*>(h + i + half) = rb;
       if (head >= shape.heads && slot_block[t] >= 0) {
@@ -222,9 +223,9 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
         a += __bfloat162float(bias[head * d + i]);
         b += __bfloat162float(bias[head * d + i + half]);
       }
-      const float2 r = rope_rotate(a, b, cos_t(t)[i], sin_t(t)[i]);
-      const bf16 ra = __float2bfloat16_rn(r.x);
-      const bf16 rb = __float2bfloat16_rn(r.y);
+      const float c = cos_t(t)[i], sn = sin_t(t)[i];
+      const bf16 ra = __float2bfloat16_rn(a * c - b * sn);
+      const bf16 rb = __float2bfloat16_rn(b * c + a * sn);
       h[i] = ra;
       h[i + half] = rb;
       if (head >= shape.heads && slot_block[t] >= 0) {

@@ -95,8 +95,7 @@ void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStre
 // Decode attention (every sequence has q_len 1), one of two kernels: streaming, a fixed grid (by
 // default the SMs times the blocks resident per SM) sharing the K/V tiles of all pairs evenly
 // between its blocks, a pair spread over several blocks being merged by the last of them; or split,
-// flash-decoding splits sized from max_context, merged by the split of a pair that finishes last
-// (either way one kernel). The plan names the kernel and
+// flash-decoding splits sized from max_context and a merge kernel. The plan names the kernel and
 // grid; `automatic` chooses by the number of (sequence, KV head) pairs, which the host knows (graph
 // capture keeps the choice): streaming from 64 pairs, split below. `workspace`:
 // decode_attention_workspace_bytes() (enough for any smaller batch or max_context), zero-filled
@@ -110,25 +109,6 @@ std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_d
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {});
-// A decode-only step's RoPE and KV store (what launch_rope_store_kv does for its rows) done by the
-// split kernel itself: every block rotates its query heads, the block holding the newest position
-// rotates that token's K and stores its K and V at slot_mapping[row] (-1: not stored). Indexed by
-// query row (batch.q_start). It saves that kernel and its boundary, through which the attention
-// could prefetch its older K/V rows only while the RoPE kernel ran instead of during the QKV GEMM.
-struct DecodeRope {
-  const std::int32_t* positions = nullptr;
-  const std::int32_t* slot_mapping = nullptr;
-  float theta = 0.0f;
-  const bf16* qkv_bias = nullptr;  // as launch_rope_store_kv's
-};
-// launch_decode_attention on the unrotated QKV rows with RoPE and the KV store folded in, where the
-// plan (as launch_decode_attention resolves it) is the split kernel; false, with nothing launched,
-// where it is the streaming kernel: the caller then runs launch_rope_store_kv and
-// launch_decode_attention. `qkv` is only read (its Q and K columns stay unrotated).
-bool launch_decode_attention_with_rope(const bf16* qkv, int qkv_stride, const DecodeRope& rope, bf16* k_cache,
-                                       bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                       void* workspace, bf16* out, int out_stride, cudaStream_t stream,
-                                       const DecodeAttentionPlan& plan = {});
 // The plans worth timing on the current GPU for this head size (the engine times them per decode
 // bucket and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the
 // blocks that fit one SM. describe(): "split", "streaming 264 blocks (2/SM)", "automatic".
