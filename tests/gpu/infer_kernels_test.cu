@@ -477,10 +477,8 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
         launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
                                      ws.p, dout.as<bf16>(), out_stride, nullptr);
       } else if (kernel == DecodeKernel::split) {
-        // With an L2 prefetch of the V cache (a hint: the output must not change).
-        const L2Prefetch prefetch{dv.p, dv.n * sizeof(u16) / 16 * 16};
         launch_decode_attention_split(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
-                                      dout.as<bf16>(), out_stride, nullptr, prefetch);
+                                      dout.as<bf16>(), out_stride, nullptr);
       } else {
         launch_decode_attention(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
                                 dout.as<bf16>(), out_stride, nullptr);

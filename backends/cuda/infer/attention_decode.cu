@@ -539,8 +539,7 @@ Workspace workspace_layout(void* base, int num_seqs, int heads, int splits) {
 template <int D, int G>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
-                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2,
-                        L2Prefetch prefetch) {
+                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2) {
   constexpr int kTpt = D / 8;  // threads per token row (one 16-byte vector each)
   constexpr int kTokensPerStep = kThreads / kTpt;
   constexpr int kUnroll = 8;  // rows in flight per thread
@@ -558,7 +557,6 @@ __global__ void __launch_bounds__(kThreads)
   if (start >= ctx) {  // every block waits (kernel_util.cuh), even one with nothing to do
     pdl_wait();
     pdl_trigger();
-    prefetch_l2_share(prefetch.base, prefetch.bytes);
     return;
   }
   const int n = min(split_tokens, ctx - start);
@@ -605,8 +603,6 @@ __global__ void __launch_bounds__(kThreads)
   // kernel before this one.
   pdl_wait();
   pdl_trigger();
-  // Now, not before the wait: the kernel before (the QKV GEMM's tail) still streams from HBM.
-  prefetch_l2_share(prefetch.base, prefetch.bytes);
   load_row(k_cache, gid, kv, newest);
   if (kEarlyV && one_round) load_row(v_cache, gid, vv, newest);
 
@@ -813,11 +809,8 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
 
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                    const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                                   int out_stride, cudaStream_t stream, const L2Prefetch& prefetch) {
+                                   int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
-  if (reinterpret_cast<std::uintptr_t>(prefetch.base) % 16 != 0 || prefetch.bytes % 16 != 0) {
-    throw std::invalid_argument("decode attention: the L2 prefetch range must be 16-byte aligned and sized");
-  }
   using namespace split;
   const int tokens = split_tokens(batch.num_seqs, shape.kv_heads, batch.max_context, kDecodeBlockBudget);
   const int splits = ceil_div(std::max(batch.max_context, 1), tokens);
@@ -827,7 +820,7 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     dispatch_int<1, kMaxGroup>(shape.heads / shape.kv_heads, [&](auto g) {
       launch_kernel(decode_split_kernel<decltype(d)::value, decltype(g)::value>, grid, kThreads, 0, stream, q, q_stride,
-                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2, prefetch);
+                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2);
     });
   });
   launch_kernel(decode_merge_kernel, dim3(shape.heads, batch.num_seqs), shape.head_dim, 0, stream, batch, shape, ws,
@@ -836,8 +829,7 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
 
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan,
-                             const L2Prefetch& prefetch) {
+                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
   using K = DecodeAttentionPlan::Kernel;
   const bool streaming =
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
@@ -845,8 +837,7 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
     launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
                                  batch, shape, workspace, out, out_stride, stream);
   } else {
-    launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream,
-                                  prefetch);
+    launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
   }
 }
 

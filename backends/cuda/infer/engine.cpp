@@ -551,8 +551,6 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
-  const std::size_t o_weight_bytes =
-      static_cast<std::size_t>(hidden) * s.q_dim * (opt.fp8_weights ? 1 : sizeof(bf16)) / 16 * 16;
   for (const LayerWeights& l : r.layers) {
     // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
     // (GemmRunner::run_normed, run_silu_mul).
@@ -566,10 +564,8 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
                            static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
     }
     if (d.nd > 0 && !(skip & knock_out_attention)) {
-      const L2Prefetch o_weights =
-          opt.prefetch_o_weights && d.np == 0 ? L2Prefetch{l.wo, o_weight_bytes} : L2Prefetch{};
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim, st,
-                              d.attention, o_weights);
+                              d.attention);
     }
     if (d.np > 0 && !(skip & knock_out_attention)) {
       launch_prefill_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, pre, shape, r.attn, s.q_dim, st);

@@ -69,10 +69,6 @@ struct EngineOptions {
   // in whole decode steps of each graph (bucket and context class) and capture it with the faster
   // (CudaEngine::Impl::resolve_gemm_ties). Only with cuda_graphs.
   bool resolve_gemm_ties = true;
-  // Decode-only steps on the split attention kernel (batch 1 and other small batches) have it ask the
-  // L2 for the o projection's weights while it runs (kernels.hpp, L2Prefetch). Off: A/B runs
-  // (infer_engine_test --no-o-prefetch).
-  bool prefetch_o_weights = true;
   // Tests only: GEMMs of up to 8 rows on the engine's own kernels whatever the timing says
   // (GemmRunner::prefer_own_kernels), and no in-step resolution, so the checks run those paths.
   bool prefer_own_gemm_kernels = false;

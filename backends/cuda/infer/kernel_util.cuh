@@ -204,26 +204,6 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// Asks the L2 to fetch this block's share of [base, base + bytes) (kernels.hpp, L2Prefetch): thread
-// 0 issues one cp.async.bulk.prefetch.L2 per 32 KB; the shares of the grid's blocks tile the range.
-__device__ __forceinline__ void prefetch_l2_share(const void* base, std::size_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr std::size_t kRequest = 32768;
-  if (bytes == 0 || threadIdx.x != 0) return;
-  const std::size_t blocks = static_cast<std::size_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const std::size_t id = (static_cast<std::size_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  const std::size_t units = bytes / 16;
-  const std::size_t begin = units * id / blocks * 16, end = units * (id + 1) / blocks * 16;
-  const char* p = static_cast<const char*>(base);
-  for (std::size_t off = begin; off < end; off += kRequest) {
-    const auto size = static_cast<unsigned>(end - off < kRequest ? end - off : kRequest);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(size) : "memory");
-  }
-#else
-  (void)base, (void)bytes;
-#endif
-}
-
 // Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization
 // when enabled (set_programmatic_launch), a plain launch otherwise. Works under graph capture.
 template <typename... KernelArgs, typename... Args>

@@ -105,20 +105,10 @@ struct DecodeAttentionPlan {
   Kernel kernel = Kernel::automatic;
   int grid_blocks = 0;  // streaming: blocks of the grid; 0: the SMs times the blocks resident per SM
 };
-// Memory the split kernel asks the L2 to fetch once its wait is over, spread over its blocks (one
-// cp.async.bulk.prefetch.L2 per 32 KB): at batch 1 the attention is latency (a few MB of K/V in
-// ~10 us), so HBM would idle while it runs, and the o projection's weights (33.5 MB for
-// Llama-3.1-8B, within the 50 MB L2) come after it. A hint: nothing is read, nothing changes.
-// The streaming kernel ignores it (at its batches the attention keeps HBM busy).
-struct L2Prefetch {
-  const void* base = nullptr;  // 16-byte aligned
-  std::size_t bytes = 0;       // a multiple of 16
-};
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {},
-                             const L2Prefetch& prefetch = {});
+                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {});
 // The plans worth timing on the current GPU for this head size (the engine times them per decode
 // bucket and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the
 // blocks that fit one SM. describe(): "split", "streaming 264 blocks (2/SM)", "automatic".
