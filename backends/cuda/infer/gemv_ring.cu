@@ -30,13 +30,13 @@ namespace gpuscout::cuda::infer {
 
 namespace {
 
-constexpr int kWarps = 8;                     // consumer warps
+constexpr int kWarps = 16;                    // consumer warps
 constexpr int kThreads = kWarps * 32;         // consumer threads
 constexpr int kBlockThreads = kThreads + 32;  // plus the producer warp
 constexpr int kPieceBytes = 8192;
 // A multiple of kWarps: slot p % kSlots is then always consumed by warp p % kWarps, in order, so a
 // warp never waits on a slot whose mbarrier is two phases behind the piece it wants.
-constexpr int kSlots = 8;
+constexpr int kSlots = 16;
 constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceBytes;
 
 __device__ __forceinline__ void consumer_sync() {
@@ -59,7 +59,7 @@ std::size_t smem_bytes(int n, int k, int grid, bool norm) {
 // start: a kernel starts when the one before it triggers, which here is after that one's wait, so
 // with an RMSNorm in between the ring could stream W only during the norm, not during the previous
 // GEMM's tail (bench/NOTES.md, session 9: batch-1 step 4.53 -> 4.27-4.31 ms for the two norms).
-__global__ void __launch_bounds__(kBlockThreads, 2)
+__global__ void __launch_bounds__(kBlockThreads, 1)
     ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
                      bf16* y, const bf16* __restrict__ norm_weight, float norm_eps, bool silu_mul) {
   extern __shared__ uint4 smem4[];
@@ -190,9 +190,6 @@ DeviceLimits prepared_device() {
     GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(ring_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-    // An SM running a ring block keeps room for a second one: the next GEMV's blocks start beside it.
-    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(ring_gemv_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             static_cast<int>(cudaSharedmemCarveoutMaxShared)));
     smem_optin_of[device].store(optin);
     sms_of[device].store(sms);
   }
