@@ -918,10 +918,13 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
 // choices of the longest timed one. Each graph is captured
 // with its own choices; the runner is left with the ones timing alone made (eager steps). Steps are
 // timed like serving steps (wall time around the replay and the sampled tokens' copy-back): the sum
-// over the two contexts of the median of kTimedSteps after kWarmSteps.
+// over the two contexts of the median of kTimedSteps after kWarmSteps (kTimedStepsLong when the
+// class's first timing found steps above kLongStepMs: a 70B step's spread is a smaller part of it,
+// and its comparisons made most of the 70B TP2 start-up).
 void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
   constexpr double kTieMargin = 0.25, kKeepMargin = 0.003, kRetimeMargin = 0.01;
-  constexpr int kWarmSteps = 1, kTimedSteps = 5, kLongestTimedClass = 2048, kMaxPasses = 3;
+  constexpr int kWarmSteps = 1, kTimedSteps = 5, kTimedStepsLong = 3, kLongestTimedClass = 2048, kMaxPasses = 3;
+  constexpr double kLongStepMs = 10;
   const int bs = opt.kv_block_size;
   Rank& r0 = *ranks[0];
   auto swap_all = [&](int cls, int b) {
@@ -975,12 +978,13 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
       };
       const std::array<gi::StepPlan, 2> plans{decode_plan(contexts[0]), decode_plan(contexts[1])};
       // The sum over the two contexts of the median step time.
+      int timed_steps = kTimedSteps;
       auto step_ms = [&] {
         double sum = 0;
         for (const gi::StepPlan& plan : plans) {
           const StepDims d = fill_step(plan, b, c);  // the staging block: this step's metadata
           std::vector<double> times;
-          for (int i = 0; i < kWarmSteps + kTimedSteps; ++i) {
+          for (int i = 0; i < kWarmSteps + timed_steps; ++i) {
             const auto t0 = std::chrono::steady_clock::now();
             run_ranks("start-up timing step, batch", b, [&](int ri) {
               step_on_rank(*ranks[static_cast<std::size_t>(ri)], d, {b, c});
@@ -988,12 +992,13 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
             const std::chrono::duration<double, std::milli> t = std::chrono::steady_clock::now() - t0;
             if (i >= kWarmSteps) times.push_back(t.count());
           }
-          std::nth_element(times.begin(), times.begin() + kTimedSteps / 2, times.end());
-          sum += times[kTimedSteps / 2];
+          std::nth_element(times.begin(), times.begin() + timed_steps / 2, times.end());
+          sum += times[timed_steps / 2];
         }
         return sum;
       };
       double best = step_ms();
+      if (best / static_cast<double>(plans.size()) > kLongStepMs) timed_steps = kTimedStepsLong;
       kept.clear();
       std::string line =
           fmt::format("in-step batch {} context <= {}, steps at {} + {} tokens:", b, c, contexts[0], contexts[1]);
