@@ -689,7 +689,7 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   serve_flag("max-batch", sf.max_batch, "serve: the engine's largest decode batch (default 256)");
   serve_flag("engine-tuning", sf.engine_tuning,
              "serve: steps (default): GEMM kernels within 25% per call are timed inside whole decode steps of each "
-             "CUDA graph, the faster kept (start-up ~6 s for an 8B model, ~30 s for a 70B at TP2 on H200s); alone: "
+             "CUDA graph, the faster kept (start-up ~6 s for an 8B model, ~19 s for a 70B at TP2 on H200s); alone: "
              "per-call timing only (~1 s / ~4 s), and the step time can move between runs");
   sf.options.emplace_back(
       "find-peak", cmd->add_flag("--find-peak", sf.find_peak,
