@@ -917,9 +917,10 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
 // none of the 233 whose previous one differed by more kept a swap); longer classes take the
 // choices of the longest timed one. Each graph is captured with its own choices; the runner is
 // left with the ones timing alone made (eager steps). Steps are timed like serving steps (wall
-// time around the replay and the sampled tokens' copy-back): the sum over the two contexts of the median of kTimedSteps after kWarmSteps (kTimedStepsLong when the
-// class's first timing found steps above kLongStepMs: a 70B step's spread is a smaller part of it,
-// and its comparisons made most of the 70B TP2 start-up).
+// time around the replay and the sampled tokens' copy-back): the sum over the two contexts of the
+// median of kTimedSteps after kWarmSteps (kTimedStepsLong when the class's first timing found
+// steps above kLongStepMs: a 70B step's spread is a smaller part of it, and its comparisons made
+// most of the 70B TP2 start-up).
 void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
   constexpr double kTieMargin = 0.25, kKeepMargin = 0.003, kRetimeMargin = 0.01;
   constexpr int kWarmSteps = 1, kTimedSteps = 5, kTimedStepsLong = 3, kLongestTimedClass = 2048, kMaxPasses = 3;
