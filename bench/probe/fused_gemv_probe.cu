@@ -144,13 +144,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
   auto* bars = reinterpret_cast<std::uint64_t*>(rowacc + 256);
   std::uint64_t* full = bars;
   std::uint64_t* empty = bars + kSlots;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kSlots; ++i) {
-      mbar_init(full + i, 1);
-      mbar_init(empty + i, 1);
-    }
-    mbar_init_fence();
-  }
+  init_ring_barriers(full, empty, kSlots);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int shapes[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};

@@ -75,13 +75,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const int row_bytes = k * static_cast<int>(sizeof(bf16));
   const int per_row = (row_bytes + kPieceBytes - 1) / kPieceBytes;
   const int pieces = rows * per_row;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kSlots; ++i) {
-      mbar_init(full + i, 1);
-      mbar_init(empty + i, 1);
-    }
-    mbar_init_fence();
-  }
+  init_ring_barriers(full, empty, kSlots);
   __syncthreads();
 
   if (threadIdx.x >= kThreads) {

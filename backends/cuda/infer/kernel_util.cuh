@@ -177,6 +177,17 @@ __device__ __forceinline__ void mbar_wait_parity(std::uint64_t* bar, unsigned pa
         : "memory");
   } while (done == 0);
 }
+// A producer/consumer ring's barriers, set up by thread 0 (the block's next barrier publishes
+// them): slot i's full[i] (the producer's bulk copy landed) and empty[i] (its consumer released it),
+// one arrival each.
+__device__ __forceinline__ void init_ring_barriers(std::uint64_t* full, std::uint64_t* empty, int slots) {
+  if (threadIdx.x != 0) return;
+  for (int i = 0; i < slots; ++i) {
+    mbar_init(full + i, 1);
+    mbar_init(empty + i, 1);
+  }
+  mbar_init_fence();
+}
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
