@@ -338,6 +338,38 @@ void test_ring_gemv_inputs() {
   }
 }
 
+// The ring GEMV hands rows out from a counter that the grid's last block resets: 40 launches in a
+// row (each counter set used more than twice) into poisoned outputs all equal the first, bit for bit
+// (two pieces per row, so the order of the partial sums cannot change the result), which equals the
+// reference. A counter left unreset hands the next launch no rows beyond the blocks' first chunks.
+void test_ring_gemv_repeats() {
+  const int n = 1000, k = 4104;
+  const auto x = random_bf16(k);
+  const auto w = random_bf16(static_cast<std::size_t>(n) * k, std::sqrt(3.0f / k));
+  Dev<u16> dx(x), dw(w), dy(static_cast<std::size_t>(n));
+  std::vector<u16> first;
+  int differing = 0;
+  for (int launch = 0; launch < 40; ++launch) {
+    dy.upload(std::vector<u16>(dy.n, kPoison));
+    if (!launch_ring_gemv(dx.as<bf16>(), dw.as<bf16>(), n, k, nullptr, dy.as<bf16>(), nullptr)) {
+      report("ring_gemv 40 launches", false, "launch_ring_gemv refused the shape");
+      return;
+    }
+    const auto got = dy.download();
+    if (launch == 0) first = got;
+    differing += got != first ? 1 : 0;
+  }
+  report("ring_gemv 40 launches equal the first", differing == 0,
+         std::to_string(differing) + " of 39 later launches differ");
+  std::vector<double> ref(n);
+  for (int j = 0; j < n; ++j) {
+    double acc = 0.0;
+    for (int i = 0; i < k; ++i) acc += static_cast<double>(to_f(x[i])) * to_f(w[static_cast<std::size_t>(j) * k + i]);
+    ref[j] = acc;
+  }
+  check_close("ring_gemv n 1000 k 4104 (first of 40)", floats(first), ref);
+}
+
 // ---------------------------------------------------------------------------------------------
 // A paged KV cache with shuffled blocks, filled with random K and V for every sequence's context.
 // A batch's per-sequence arrays on the device and the AttentionBatch that points at them.
@@ -1205,6 +1237,7 @@ int main(int argc, char** argv) {
       test_rope_store_kv(true, 1100, 128, 1);
       test_skinny_gemm();
       test_ring_gemv_inputs();
+      test_ring_gemv_repeats();
     }
     test_decode_attention();
     if (!decode_only) {

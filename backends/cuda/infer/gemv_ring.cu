@@ -1,12 +1,14 @@
 // One-row GEMV (y = W x, batch-1 decode) streaming W through a shared-memory ring per SM.
 //
-// One block per SM owns a contiguous range of output rows (one contiguous span of W). Its producer
-// warp (one thread) copies that span in pieces of at most kPieceBytes (a segment of one row) into a
-// ring of kSlots slots with cp.async.bulk; the kWarps consumer warps take piece p with warp
-// p % kWarps, dot it with x (staged in shared memory) and add it to the row's sum. The producer
-// starts before griddepcontrol.wait (W depends on no earlier kernel), so under programmatic launch
-// the first 128 KB per SM are on their way while the kernel before it (an RMSNorm, the attention,
-// SiLU) still runs.
+// One block per SM takes chunks of whole output rows (~64 KB of W each: its own index first, then
+// from an atomic counter) and streams them. Its producer warp (one thread) copies the chunk in
+// pieces of at most kPieceBytes (a segment of one row) into a ring of kSlots slots with
+// cp.async.bulk; the kWarps consumer warps take piece p with warp p % kWarps, dot it with x (staged
+// in shared memory) and add it to the row's sum. The producer starts before griddepcontrol.wait (W
+// depends on no earlier kernel), so under programmatic launch the first 128 KB per SM are on their
+// way while the kernel before it (an RMSNorm, the attention, SiLU) still runs. Chunks handed out as
+// blocks ask for them let a block that started late (its SM still busy with the kernel before) or
+// streams slower take fewer rows, instead of every block owning a fixed n / grid rows.
 //
 // Why this shape (session 8, bench/probe/fused_gemv_probe.cu, one H200): warps loading W into their
 // own registers streamed the Llama-3.1-8B layer weights at 2.2-3.6 TB/s (bandwidth grew with warps,
@@ -39,17 +41,64 @@ constexpr int kPieceBytes = 8192;
 constexpr int kSlots = 16;
 constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceBytes;
 
+// Work is handed out in chunks of whole rows: each block's first chunk is a fixed share of
+// first_rows rows (its index times first_rows), the rest of W goes in small chunks of chunk_rows
+// rows from an atomic counter, so the blocks finish within about a small chunk of each other
+// whatever each SM's start and rate.
+constexpr int kMaxChunkRows = 64;
+// A small chunk's row sums live in one of kChunkSlots tables, reused every kChunkSlots chunks (the
+// first chunk has its own). Piece q is fully consumed (sums added, the chunk's output written, its
+// table cleared) before piece q + 32 is published: the producer publishes q + 32 only once q + 16's
+// slot is released, by the warp that consumed q before it. A chunk has at least one piece, so
+// kChunkSlots - 1 >= 32 chunks lie between a chunk's last piece and the first of the next chunk
+// using its table.
+constexpr int kChunkSlots = 40;
+
+struct ChunkPlan {
+  int chunk_rows = 1;  // rows per small chunk
+  int first_rows = 0;  // rows of each block's first chunk
+  int grid = 1;
+};
+
+// Experiment knobs (bench/NOTES.md, session 11): GPUSCOUT_RING_CHUNK_KB (W bytes per small chunk,
+// default 16) and GPUSCOUT_RING_FIRST_SHARE (the first chunk as a share of n / grid, default 0.75).
+double env_or(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? fallback : std::atof(v);
+}
+
+ChunkPlan plan_chunks(int n, int row_bytes, int sms) {
+  static const double chunk_kb = env_or("GPUSCOUT_RING_CHUNK_KB", 16.0);
+  static const double first_share = env_or("GPUSCOUT_RING_FIRST_SHARE", 0.75);
+  ChunkPlan plan;
+  plan.chunk_rows = std::clamp(static_cast<int>(chunk_kb * 1024.0 / row_bytes), 1, kMaxChunkRows);
+  plan.grid = std::min(sms, n);
+  plan.first_rows = static_cast<int>(std::clamp(first_share, 0.0, 1.0) * n / plan.grid);
+  return plan;
+}
+
+// Chunk counters, one set per launch in rotation: set s is used again kWorkSets launches later on
+// the device, long after the grid that used it reset it (a grid launches once the one before it
+// passed its wait, i.e. once the one before *that* has finished).
+struct RingWork {
+  unsigned next;  // chunks handed out beyond each block's first (blockIdx.x)
+  unsigned done;  // blocks finished; the last one resets both
+};
+constexpr int kWorkSets = 16;
+__device__ RingWork g_ring_work[kWorkSets];
+
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
 }
 
 // Shared memory (all dynamic: the opt-in limit is set for the dynamic part alone): the ring, its
 // full/empty barriers, the norm's per-warp sums, x (k BF16), the norm's weights (k BF16, with a
-// norm), the block's row sums.
-std::size_t smem_bytes(int n, int k, int grid, bool norm) {
-  const std::size_t rows = static_cast<std::size_t>(n + grid - 1) / grid;
+// norm), each slot's piece (chunk, index), the chunk tables' row sums and pieces left.
+std::size_t smem_bytes(int k, const ChunkPlan& plan, bool norm) {
   return kRingBytes + 2 * kSlots * sizeof(std::uint64_t) + kWarps * sizeof(float) +
-         (norm ? 2 : 1) * static_cast<std::size_t>(k) * sizeof(bf16) + rows * sizeof(float);
+         (norm ? 2 : 1) * static_cast<std::size_t>(k) * sizeof(bf16) + kSlots * sizeof(int2) +
+         (static_cast<std::size_t>(kChunkSlots) * plan.chunk_rows + plan.first_rows) * sizeof(float) +
+         (kChunkSlots + 1) * sizeof(int);
 }
 
 // norm_weight != nullptr: x is the residual stream and the GEMV's input is RMSNorm(x) * norm_weight,
@@ -59,9 +108,14 @@ std::size_t smem_bytes(int n, int k, int grid, bool norm) {
 // start: a kernel starts when the one before it triggers, which here is after that one's wait, so
 // with an RMSNorm in between the ring could stream W only during the norm, not during the previous
 // GEMM's tail (bench/NOTES.md, session 9: batch-1 step 4.53 -> 4.27-4.31 ms for the two norms).
+//
+// Rows are handed out in chunks (ChunkPlan): the small chunks come from an atomic counter, fetched
+// one chunk ahead. Each chunk's sums gather in a table; the warp that adds its last piece writes
+// the chunk's outputs, so outputs leave as chunks finish.
 __global__ void __launch_bounds__(kBlockThreads, 1)
     ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
-                     bf16* y, const bf16* __restrict__ norm_weight, float norm_eps, bool silu_mul) {
+                     bf16* y, const bf16* __restrict__ norm_weight, float norm_eps, bool silu_mul, ChunkPlan plan,
+                     int work_set) {
   extern __shared__ uint4 smem4[];
   auto* ring = reinterpret_cast<unsigned char*>(smem4);
   auto* full = reinterpret_cast<std::uint64_t*>(ring + kRingBytes);
@@ -69,27 +123,50 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   auto* warp_squares = reinterpret_cast<float*>(empty + kSlots);  // [kWarps]: 64 bytes, x stays 16-aligned
   auto* xs4 = reinterpret_cast<uint4*>(warp_squares + kWarps);
   uint4* gs4 = xs4 + k / 8;  // the norm's weights (with a norm)
-  auto* row_sum = reinterpret_cast<float*>(norm_weight != nullptr ? gs4 + k / 8 : gs4);
-  const int row_begin = static_cast<int>(static_cast<std::int64_t>(n) * blockIdx.x / gridDim.x);
-  const int rows = static_cast<int>(static_cast<std::int64_t>(n) * (blockIdx.x + 1) / gridDim.x) - row_begin;
+  // Per slot: the piece's chunk (its first row) and its index in the chunk | its table << 24.
+  auto* slot_piece = reinterpret_cast<int2*>(norm_weight != nullptr ? gs4 + k / 8 : gs4);
+  auto* table_sum = reinterpret_cast<float*>(slot_piece + kSlots);  // table t at t * chunk_rows
+  auto* table_left = reinterpret_cast<int*>(table_sum + kChunkSlots * plan.chunk_rows + plan.first_rows);
+  RingWork& work = g_ring_work[work_set];
   const int row_bytes = k * static_cast<int>(sizeof(bf16));
   const int per_row = (row_bytes + kPieceBytes - 1) / kPieceBytes;
-  const int pieces = rows * per_row;
+  const int chunk_rows = plan.chunk_rows;
+  const int small_begin = gridDim.x * plan.first_rows;  // the first row of the small chunks
   init_ring_barriers(full, empty, kSlots);
   __syncthreads();
 
   if (threadIdx.x >= kThreads) {
     if (threadIdx.x == kThreads) {
-      const auto* span = reinterpret_cast<const unsigned char*>(w + static_cast<std::int64_t>(row_begin) * k);
-      for (int p = 0; p < pieces; ++p) {
+      const auto* wb = reinterpret_cast<const unsigned char*>(w);
+      int p = 0;
+      // Chunk c < 0 is the block's first; c >= 0 is small chunk c, rows small_begin + c * chunk_rows.
+      int chunk = plan.first_rows > 0 ? -1 : static_cast<int>(atomicAdd(&work.next, 1u));
+      int next = static_cast<int>(atomicAdd(&work.next, 1u));  // fetched one chunk ahead
+      for (int smalls = 0;;) {
+        const bool first = chunk < 0;
+        const int row0 = first ? blockIdx.x * plan.first_rows : small_begin + chunk * chunk_rows;
+        if (row0 >= n) break;
+        const int table = first ? kChunkSlots : smalls++ % kChunkSlots;
+        const int chunk_pieces = (first ? plan.first_rows : min(chunk_rows, n - row0)) * per_row;
+        for (int i = 0; i < chunk_pieces; ++i, ++p) {
+          const int slot = p % kSlots;
+          if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
+          if (i == 0) table_left[table] = chunk_pieces;  // published by the arrive below
+          slot_piece[slot] = make_int2(row0, i | (table << 24));
+          const int row = row0 + i / per_row, offset = (i % per_row) * kPieceBytes;
+          const unsigned bytes = static_cast<unsigned>(min(kPieceBytes, row_bytes - offset));
+          mbar_arrive_expect_tx(full + slot, bytes);
+          bulk_copy_to_shared(ring + slot * kPieceBytes, wb + static_cast<std::int64_t>(row) * row_bytes + offset,
+                              bytes, full + slot);
+        }
+        chunk = next;
+        if (small_begin + chunk * chunk_rows < n) next = static_cast<int>(atomicAdd(&work.next, 1u));
+      }
+      for (int i = 0; i < kWarps; ++i, ++p) {  // one end mark per consumer warp
         const int slot = p % kSlots;
         if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
-        const int row = p / per_row, segment = p - row * per_row;
-        const int offset = segment * kPieceBytes;
-        const unsigned bytes = static_cast<unsigned>(min(kPieceBytes, row_bytes - offset));
-        mbar_arrive_expect_tx(full + slot, bytes);
-        bulk_copy_to_shared(ring + slot * kPieceBytes, span + static_cast<std::int64_t>(row) * row_bytes + offset,
-                            bytes, full + slot);
+        slot_piece[slot].x = -1;
+        mbar_arrive(full + slot);
       }
     }
     return;
@@ -100,6 +177,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const auto* g4 = reinterpret_cast<const uint4*>(norm_weight);
     for (int v = threadIdx.x; v < k / 8; v += kThreads) gs4[v] = g4[v];
   }
+  for (int i = threadIdx.x; i < kChunkSlots * chunk_rows + plan.first_rows; i += kThreads) table_sum[i] = 0.0f;
   pdl_wait();  // x (and the residual) come from the kernels before
   pdl_trigger();
   const auto* x4 = reinterpret_cast<const uint4*>(x);
@@ -141,41 +219,62 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       xs4[v] = pack8(f);
     }
   }
-  for (int i = threadIdx.x; i < rows; i += kThreads) row_sum[i] = 0.0f;
   consumer_sync();
-  for (int p = warp; p < pieces; p += kWarps) {
+  for (int p = warp;; p += kWarps) {
     const int slot = p % kSlots;
-    const int row = p / per_row, segment = p - row * per_row;
-    const int chunks = min(kPieceBytes, row_bytes - segment * kPieceBytes) / 16;
     mbar_wait_parity(full + slot, (p / kSlots) & 1);
+    const int2 piece = slot_piece[slot];
+    if (piece.x < 0) break;
+    const int i = piece.y & 0xffffff, table = piece.y >> 24;
+    const int r = i / per_row, segment = i - r * per_row;
+    const int vectors = min(kPieceBytes, row_bytes - segment * kPieceBytes) / 16;
     const auto* w4 = reinterpret_cast<const uint4*>(ring + slot * kPieceBytes);
-    const uint4* xp = xs4 + segment * (kPieceBytes / 16);
-    const float partial = ring_piece_dot(w4, xp, chunks, lane);
+    const float partial = ring_piece_dot(w4, xs4 + segment * (kPieceBytes / 16), vectors, lane);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + slot);
     const float acc = warp_sum(partial);
-    if (lane == 0) atomicAdd(row_sum + row, acc);
+    float* sums = table_sum + table * chunk_rows;
+    int last = 0;
+    if (lane == 0) {
+      atomicAdd(sums + r, acc);
+      __threadfence_block();  // the sum before the count, for the warp that sees the count reach 0
+      last = atomicSub(table_left + table, 1) == 1;
+    }
+    if (__shfl_sync(0xffffffffu, last, 0) != 0) {
+      __threadfence_block();
+      const int row0 = piece.x;
+      const int rows_here = table == kChunkSlots ? plan.first_rows : min(chunk_rows, n - row0);
+      for (int j = lane; j < rows_here; j += 32) {
+        float v = sums[j];
+        sums[j] = 0.0f;
+        if (residual != nullptr) v += __bfloat162float(residual[row0 + j]);
+        y[row0 + j] = __float2bfloat16_rn(v);
+      }
+    }
   }
   consumer_sync();
-  for (int i = threadIdx.x; i < rows; i += kThreads) {
-    float v = row_sum[i];
-    if (residual != nullptr) v += __bfloat162float(residual[row_begin + i]);
-    y[row_begin + i] = __float2bfloat16_rn(v);
+  // Every block's producer has taken its last chunk number before its consumers saw the end marks.
+  if (threadIdx.x == 0 && atomicAdd(&work.done, 1u) == gridDim.x - 1) {
+    work.next = 0;
+    work.done = 0;
   }
 }
 
 // The current device's SM count and the shared memory a block may opt into, which the kernel is
 // allowed once per device (the launch path is also the engine's tuning loop: no attribute calls
-// per launch). `sms` is stored last, so a nonzero value means both are set.
+// per launch), and the device's next chunk counter set. `sms` is stored last, so a nonzero value
+// means both limits are set.
 struct DeviceLimits {
   int sms = 0;
   int smem_optin = 0;
+  int work_set = 0;
 };
 
 DeviceLimits prepared_device() {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> sms_of[kMaxDevices];
   static std::atomic<int> smem_optin_of[kMaxDevices];
+  static std::atomic<unsigned> launches_on[kMaxDevices];
   int device = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   if (device >= kMaxDevices) throw std::runtime_error("ring GEMV: device index beyond 63");
@@ -187,7 +286,8 @@ DeviceLimits prepared_device() {
     smem_optin_of[device].store(optin);
     sms_of[device].store(sms);
   }
-  return DeviceLimits{sms_of[device].load(), smem_optin_of[device].load()};
+  return DeviceLimits{sms_of[device].load(), smem_optin_of[device].load(),
+                      static_cast<int>(launches_on[device].fetch_add(1) % kWorkSets)};
 }
 
 }  // namespace
@@ -199,11 +299,11 @@ bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* re
   const bool norm = input.norm_weight != nullptr;
   if ((norm && !aligned(input.norm_weight)) || (norm && input.silu_mul)) return false;
   const DeviceLimits limits = prepared_device();
-  const int grid = std::min(limits.sms, n);
-  const std::size_t smem = smem_bytes(n, k, grid, norm);
+  const ChunkPlan plan = plan_chunks(n, k * static_cast<int>(sizeof(bf16)), limits.sms);
+  const std::size_t smem = smem_bytes(k, plan, norm);
   if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
-  launch_kernel(ring_gemv_kernel, grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, input.norm_weight,
-                input.norm_eps, input.silu_mul);
+  launch_kernel(ring_gemv_kernel, plan.grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, input.norm_weight,
+                input.norm_eps, input.silu_mul, plan, limits.work_set);
   return true;
 }
 
