@@ -15,7 +15,7 @@ source bench/dist_env.sh
 log="$OUT/ring-chunks.txt"
 write_env "$OUT/env.txt"
 # name:first share:chunk KB
-variants="old:-:- default:0.75:16 all-small:0:16 static-first:1:16 half:0.5:16 half-8k:0.5:8 big-chunks:0.5:64"
+variants="old:-:- share1:1:16 share1-8k:1:8 share0.75:0.75:16 share0.5:0.5:16 share0:0:16"
 {
   cat "$OUT/env.txt"
   for share in 0.75 0 1; do

@@ -53,6 +53,7 @@ constexpr int kMaxChunkRows = 64;
 // kChunkSlots - 1 >= 32 chunks lie between a chunk's last piece and the first of the next chunk
 // using its table.
 constexpr int kChunkSlots = 40;
+constexpr int kClaimsAhead = 3;
 
 struct ChunkPlan {
   int chunk_rows = 1;  // rows per small chunk
@@ -139,15 +140,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     if (threadIdx.x == kThreads) {
       const auto* wb = reinterpret_cast<const unsigned char*>(w);
       int p = 0;
-      // Chunk c < 0 is the block's first; c >= 0 is small chunk c, rows small_begin + c * chunk_rows.
-      int chunk = plan.first_rows > 0 ? -1 : static_cast<int>(atomicAdd(&work.next, 1u));
-      int next = static_cast<int>(atomicAdd(&work.next, 1u));  // fetched one chunk ahead
-      for (int smalls = 0;;) {
-        const bool first = chunk < 0;
-        const int row0 = first ? blockIdx.x * plan.first_rows : small_begin + chunk * chunk_rows;
-        if (row0 >= n) break;
-        const int table = first ? kChunkSlots : smalls++ % kChunkSlots;
-        const int chunk_pieces = (first ? plan.first_rows : min(chunk_rows, n - row0)) * per_row;
+      // The pieces of rows [row0, row0 + rows) into the ring; their sums gather in table `table`.
+      const auto publish = [&](int row0, int rows, int table) {
+        const int chunk_pieces = rows * per_row;
         for (int i = 0; i < chunk_pieces; ++i, ++p) {
           const int slot = p % kSlots;
           if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
@@ -159,9 +154,28 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           bulk_copy_to_shared(ring + slot * kPieceBytes, wb + static_cast<std::int64_t>(row) * row_bytes + offset,
                               bytes, full + slot);
         }
-        chunk = next;
-        if (small_begin + chunk * chunk_rows < n) next = static_cast<int>(atomicAdd(&work.next, 1u));
+      };
+      // Small chunk c covers rows small_begin + c * chunk_rows. kClaimsAhead claims are in flight (an
+      // atomic's round trip, ~0.8 us with HBM busy, is longer than a 16 KB chunk's streaming); a
+      // thread's atomics on one address return increasing numbers in program order, so the claims
+      // are used in the order they were made and the first one past the end ends the loop.
+      int claims[kClaimsAhead];
+#pragma unroll
+      for (int j = 0; j < kClaimsAhead; ++j) claims[j] = static_cast<int>(atomicAdd(&work.next, 1u));
+      if (plan.first_rows > 0) publish(blockIdx.x * plan.first_rows, plan.first_rows, kChunkSlots);
+      for (int smalls = 0, more = 1; more != 0;) {
+#pragma unroll
+        for (int j = 0; j < kClaimsAhead; ++j) {
+          const int row0 = small_begin + claims[j] * chunk_rows;
+          if (more == 0 || row0 >= n) {
+            more = 0;
+            continue;
+          }
+          claims[j] = static_cast<int>(atomicAdd(&work.next, 1u));
+          publish(row0, min(chunk_rows, n - row0), smalls++ % kChunkSlots);
+        }
       }
+      __threadfence();  // every claim performed before the end marks (and so before this block counts as done)
       for (int i = 0; i < kWarps; ++i, ++p) {  // one end mark per consumer warp
         const int slot = p % kSlots;
         if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
@@ -254,6 +268,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
   consumer_sync();
   // Every block's producer has taken its last chunk number before its consumers saw the end marks.
+  if (threadIdx.x == 0) __threadfence();
   if (threadIdx.x == 0 && atomicAdd(&work.done, 1u) == gridDim.x - 1) {
     work.next = 0;
     work.done = 0;
