@@ -1,14 +1,13 @@
 // One-row GEMV (y = W x, batch-1 decode) streaming W through a shared-memory ring per SM.
 //
-// One block per SM takes chunks of whole output rows (~64 KB of W each: its own index first, then
-// from an atomic counter) and streams them. Its producer warp (one thread) copies the chunk in
-// pieces of at most kPieceBytes (a segment of one row) into a ring of kSlots slots with
-// cp.async.bulk; the kWarps consumer warps take piece p with warp p % kWarps, dot it with x (staged
-// in shared memory) and add it to the row's sum. The producer starts before griddepcontrol.wait (W
-// depends on no earlier kernel), so under programmatic launch the first 128 KB per SM are on their
-// way while the kernel before it (an RMSNorm, the attention, SiLU) still runs. Chunks handed out as
-// blocks ask for them let a block that started late (its SM still busy with the kernel before) or
-// streams slower take fewer rows, instead of every block owning a fixed n / grid rows.
+// One block per SM streams a contiguous span of n / grid output rows (one span of W); the n mod grid
+// rows left over go in small chunks to the blocks that claim them first from an atomic counter. Its
+// producer warp (one thread) copies its rows in pieces of at most kPieceBytes (a segment of one row)
+// into a ring of kSlots slots with cp.async.bulk; the kWarps consumer warps take piece p with warp
+// p % kWarps, dot it with x (staged in shared memory) and add it to the row's sum. The producer
+// starts before griddepcontrol.wait (W depends on no earlier kernel), so under programmatic launch
+// the first 128 KB per SM are on their way while the kernel before it (an RMSNorm, the attention,
+// SiLU) still runs.
 //
 // Why this shape (session 8, bench/probe/fused_gemv_probe.cu, one H200): warps loading W into their
 // own registers streamed the Llama-3.1-8B layer weights at 2.2-3.6 TB/s (bandwidth grew with warps,
@@ -41,10 +40,12 @@ constexpr int kPieceBytes = 8192;
 constexpr int kSlots = 16;
 constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceBytes;
 
-// Work is handed out in chunks of whole rows: each block's first chunk is a fixed share of
-// first_rows rows (its index times first_rows), the rest of W goes in small chunks of chunk_rows
-// rows from an atomic counter, so the blocks finish within about a small chunk of each other
-// whatever each SM's start and rate.
+// Why the rows left over are claimed (bench/NOTES.md, session 11, one H200): with all of them
+// assigned at launch, n = 4096 gives 4 blocks 32 rows and 128 blocks 31, and the GEMV ends with the
+// 32-row blocks; claimed by the blocks that get there first, the batch-1 step went 4.33 -> 4.20 ms
+// (three calls). Handing out more of W that way (a quarter to all of it, in 8-64 KB chunks) made the
+// ring slower alone (gate_up 58 -> 64-92 us), with claims fetched one or three ahead alike.
+constexpr int kSmallChunkBytes = 16 * 1024;
 constexpr int kMaxChunkRows = 64;
 // A small chunk's row sums live in one of kChunkSlots tables, reused every kChunkSlots chunks (the
 // first chunk has its own). Piece q is fully consumed (sums added, the chunk's output written, its
@@ -53,28 +54,18 @@ constexpr int kMaxChunkRows = 64;
 // kChunkSlots - 1 >= 32 chunks lie between a chunk's last piece and the first of the next chunk
 // using its table.
 constexpr int kChunkSlots = 40;
-constexpr int kClaimsAhead = 3;
 
 struct ChunkPlan {
   int chunk_rows = 1;  // rows per small chunk
-  int first_rows = 0;  // rows of each block's first chunk
+  int first_rows = 1;  // rows of each block's own span (its first chunk)
   int grid = 1;
 };
 
-// Experiment knobs (bench/NOTES.md, session 11): GPUSCOUT_RING_CHUNK_KB (W bytes per small chunk,
-// default 16) and GPUSCOUT_RING_FIRST_SHARE (the first chunk as a share of n / grid, default 0.75).
-double env_or(const char* name, double fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? fallback : std::atof(v);
-}
-
 ChunkPlan plan_chunks(int n, int row_bytes, int sms) {
-  static const double chunk_kb = env_or("GPUSCOUT_RING_CHUNK_KB", 16.0);
-  static const double first_share = env_or("GPUSCOUT_RING_FIRST_SHARE", 0.75);
   ChunkPlan plan;
-  plan.chunk_rows = std::clamp(static_cast<int>(chunk_kb * 1024.0 / row_bytes), 1, kMaxChunkRows);
+  plan.chunk_rows = std::clamp(kSmallChunkBytes / row_bytes, 1, kMaxChunkRows);
   plan.grid = std::min(sms, n);
-  plan.first_rows = static_cast<int>(std::clamp(first_share, 0.0, 1.0) * n / plan.grid);
+  plan.first_rows = n / plan.grid;
   return plan;
 }
 
@@ -82,7 +73,7 @@ ChunkPlan plan_chunks(int n, int row_bytes, int sms) {
 // the device, long after the grid that used it reset it (a grid launches once the one before it
 // passed its wait, i.e. once the one before *that* has finished).
 struct RingWork {
-  unsigned next;  // chunks handed out beyond each block's first (blockIdx.x)
+  unsigned next;  // small chunks claimed
   unsigned done;  // blocks finished; the last one resets both
 };
 constexpr int kWorkSets = 16;
@@ -110,8 +101,8 @@ std::size_t smem_bytes(int k, const ChunkPlan& plan, bool norm) {
 // with an RMSNorm in between the ring could stream W only during the norm, not during the previous
 // GEMM's tail (bench/NOTES.md, session 9: batch-1 step 4.53 -> 4.27-4.31 ms for the two norms).
 //
-// Rows are handed out in chunks (ChunkPlan): the small chunks come from an atomic counter, fetched
-// one chunk ahead. Each chunk's sums gather in a table; the warp that adds its last piece writes
+// Rows go in chunks (ChunkPlan): the block's own span, then small chunks from an atomic counter,
+// fetched one chunk ahead. Each chunk's sums gather in a table; the warp that adds its last piece writes
 // the chunk's outputs, so outputs leave as chunks finish.
 __global__ void __launch_bounds__(kBlockThreads, 1)
     ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
@@ -140,9 +131,15 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     if (threadIdx.x == kThreads) {
       const auto* wb = reinterpret_cast<const unsigned char*>(w);
       int p = 0;
-      // The pieces of rows [row0, row0 + rows) into the ring; their sums gather in table `table`.
-      const auto publish = [&](int row0, int rows, int table) {
-        const int chunk_pieces = rows * per_row;
+      // Chunk c < 0 is the block's own span; c >= 0 is small chunk c, rows small_begin + c * chunk_rows.
+      int chunk = -1;
+      int next = static_cast<int>(atomicAdd(&work.next, 1u));  // fetched one chunk ahead
+      for (int smalls = 0;;) {
+        const bool first = chunk < 0;
+        const int row0 = first ? blockIdx.x * plan.first_rows : small_begin + chunk * chunk_rows;
+        if (row0 >= n) break;
+        const int table = first ? kChunkSlots : smalls++ % kChunkSlots;
+        const int chunk_pieces = (first ? plan.first_rows : min(chunk_rows, n - row0)) * per_row;
         for (int i = 0; i < chunk_pieces; ++i, ++p) {
           const int slot = p % kSlots;
           if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
@@ -154,28 +151,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           bulk_copy_to_shared(ring + slot * kPieceBytes, wb + static_cast<std::int64_t>(row) * row_bytes + offset,
                               bytes, full + slot);
         }
-      };
-      // Small chunk c covers rows small_begin + c * chunk_rows. kClaimsAhead claims are in flight (an
-      // atomic's round trip, ~0.8 us with HBM busy, is longer than a 16 KB chunk's streaming); a
-      // thread's atomics on one address return increasing numbers in program order, so the claims
-      // are used in the order they were made and the first one past the end ends the loop.
-      int claims[kClaimsAhead];
-#pragma unroll
-      for (int j = 0; j < kClaimsAhead; ++j) claims[j] = static_cast<int>(atomicAdd(&work.next, 1u));
-      if (plan.first_rows > 0) publish(blockIdx.x * plan.first_rows, plan.first_rows, kChunkSlots);
-      for (int smalls = 0, more = 1; more != 0;) {
-#pragma unroll
-        for (int j = 0; j < kClaimsAhead; ++j) {
-          const int row0 = small_begin + claims[j] * chunk_rows;
-          if (more == 0 || row0 >= n) {
-            more = 0;
-            continue;
-          }
-          claims[j] = static_cast<int>(atomicAdd(&work.next, 1u));
-          publish(row0, min(chunk_rows, n - row0), smalls++ % kChunkSlots);
-        }
+        chunk = next;
+        if (small_begin + chunk * chunk_rows < n) next = static_cast<int>(atomicAdd(&work.next, 1u));
       }
-      __threadfence();  // every claim performed before the end marks (and so before this block counts as done)
       for (int i = 0; i < kWarps; ++i, ++p) {  // one end mark per consumer warp
         const int slot = p % kSlots;
         if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
@@ -268,7 +246,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
   consumer_sync();
   // Every block's producer has taken its last chunk number before its consumers saw the end marks.
-  if (threadIdx.x == 0) __threadfence();
   if (threadIdx.x == 0 && atomicAdd(&work.done, 1u) == gridDim.x - 1) {
     work.next = 0;
     work.done = 0;
