@@ -338,10 +338,10 @@ void test_ring_gemv_inputs() {
   }
 }
 
-// The ring GEMV hands rows out from a counter that the grid's last block resets: 40 launches in a
-// row (each counter set used more than twice) into poisoned outputs all equal the first, bit for bit
-// (two pieces per row, so the order of the partial sums cannot change the result), which equals the
-// reference. A counter left unreset hands the next launch no rows beyond the blocks' first chunks.
+// The ring GEMV hands its left-over rows out from a counter that the grid's last claim resets: 40
+// launches in a row (each counter used more than twice) into poisoned outputs all equal the first,
+// bit for bit (two pieces per row, so the order of the partial sums cannot change the result), which
+// equals the reference. A counter left unreset hands the next launch none of the rows left over.
 void test_ring_gemv_repeats() {
   const int n = 1000, k = 4104;
   const auto x = random_bf16(k);

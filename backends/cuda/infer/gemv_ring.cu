@@ -69,15 +69,13 @@ ChunkPlan plan_chunks(int n, int row_bytes, int sms) {
   return plan;
 }
 
-// Chunk counters, one set per launch in rotation: set s is used again kWorkSets launches later on
+// Claim counters, one per launch in rotation: counter s is used again kWorkSets launches later on
 // the device, long after the grid that used it reset it (a grid launches once the one before it
-// passed its wait, i.e. once the one before *that* has finished).
-struct RingWork {
-  unsigned next;  // small chunks claimed
-  unsigned done;  // blocks finished; the last one resets both
-};
+// passed its wait, i.e. once the one before *that* has finished). Every block claims until it gets
+// a chunk number past the end, so a grid makes small chunks + grid claims, and the claim that gets
+// the last number resets the counter: no block waits on a count of finished blocks at its end.
 constexpr int kWorkSets = 16;
-__device__ RingWork g_ring_work[kWorkSets];
+__device__ unsigned g_ring_claims[kWorkSets];
 
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
@@ -119,11 +117,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   auto* slot_piece = reinterpret_cast<int2*>(norm_weight != nullptr ? gs4 + k / 8 : gs4);
   auto* table_sum = reinterpret_cast<float*>(slot_piece + kSlots);  // table t at t * chunk_rows
   auto* table_left = reinterpret_cast<int*>(table_sum + kChunkSlots * plan.chunk_rows + plan.first_rows);
-  RingWork& work = g_ring_work[work_set];
+  unsigned& claims = g_ring_claims[work_set];
   const int row_bytes = k * static_cast<int>(sizeof(bf16));
   const int per_row = (row_bytes + kPieceBytes - 1) / kPieceBytes;
   const int chunk_rows = plan.chunk_rows;
   const int small_begin = gridDim.x * plan.first_rows;  // the first row of the small chunks
+  const int small_chunks = (n - small_begin + chunk_rows - 1) / chunk_rows;
+  float* own_sums = table_sum + kChunkSlots * chunk_rows;  // the block's span's table
   init_ring_barriers(full, empty, kSlots);
   __syncthreads();
 
@@ -133,11 +133,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       int p = 0;
       // Chunk c < 0 is the block's own span; c >= 0 is small chunk c, rows small_begin + c * chunk_rows.
       int chunk = -1;
-      int next = static_cast<int>(atomicAdd(&work.next, 1u));  // fetched one chunk ahead
+      int next = static_cast<int>(atomicAdd(&claims, 1u));  // fetched one chunk ahead
       for (int smalls = 0;;) {
         const bool first = chunk < 0;
         const int row0 = first ? blockIdx.x * plan.first_rows : small_begin + chunk * chunk_rows;
-        if (row0 >= n) break;
+        if (row0 >= n) {
+          if (chunk == small_chunks + static_cast<int>(gridDim.x) - 1) claims = 0;  // the grid's last claim
+          break;
+        }
         const int table = first ? kChunkSlots : smalls++ % kChunkSlots;
         const int chunk_pieces = (first ? plan.first_rows : min(chunk_rows, n - row0)) * per_row;
         for (int i = 0; i < chunk_pieces; ++i, ++p) {
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
                               bytes, full + slot);
         }
         chunk = next;
-        if (small_begin + chunk * chunk_rows < n) next = static_cast<int>(atomicAdd(&work.next, 1u));
+        if (chunk < small_chunks) next = static_cast<int>(atomicAdd(&claims, 1u));
       }
       for (int i = 0; i < kWarps; ++i, ++p) {  // one end mark per consumer warp
         const int slot = p % kSlots;
@@ -169,9 +172,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const auto* g4 = reinterpret_cast<const uint4*>(norm_weight);
     for (int v = threadIdx.x; v < k / 8; v += kThreads) gs4[v] = g4[v];
   }
-  for (int i = threadIdx.x; i < kChunkSlots * chunk_rows + plan.first_rows; i += kThreads) table_sum[i] = 0.0f;
+  for (int i = threadIdx.x; i < kChunkSlots * chunk_rows; i += kThreads) table_sum[i] = 0.0f;
   pdl_wait();  // x (and the residual) come from the kernels before
   pdl_trigger();
+  // The span's sums start from its residual, loaded beside x's staging rather than after the last
+  // piece (a dependent load less at the end of the o and down projections).
+  for (int i = threadIdx.x; i < plan.first_rows; i += kThreads)
+    own_sums[i] = residual != nullptr ? __bfloat162float(residual[blockIdx.x * plan.first_rows + i]) : 0.0f;
   const auto* x4 = reinterpret_cast<const uint4*>(x);
   if (silu_mul) {
     for (int v = threadIdx.x; v < k / 8; v += kThreads) {
@@ -235,20 +242,15 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     if (__shfl_sync(0xffffffffu, last, 0) != 0) {
       __threadfence_block();
       const int row0 = piece.x;
-      const int rows_here = table == kChunkSlots ? plan.first_rows : min(chunk_rows, n - row0);
+      const bool own = table == kChunkSlots;  // its sums started from the residual
+      const int rows_here = own ? plan.first_rows : min(chunk_rows, n - row0);
       for (int j = lane; j < rows_here; j += 32) {
         float v = sums[j];
         sums[j] = 0.0f;
-        if (residual != nullptr) v += __bfloat162float(residual[row0 + j]);
+        if (residual != nullptr && !own) v += __bfloat162float(residual[row0 + j]);
         y[row0 + j] = __float2bfloat16_rn(v);
       }
     }
-  }
-  consumer_sync();
-  // Every block's producer has taken its last chunk number before its consumers saw the end marks.
-  if (threadIdx.x == 0 && atomicAdd(&work.done, 1u) == gridDim.x - 1) {
-    work.next = 0;
-    work.done = 0;
   }
 }
 
