@@ -137,8 +137,10 @@ void test_gather() {
   report("gather_rows: rows copied exactly (width 37)", ok, "");
 }
 
+// Widths on the register path (4096, 8192 at its limit, 520 with idle threads), past it (8200) and
+// the scalar path (45).
 void test_rmsnorm() {
-  for (const int width : {4096, 520, 45}) {
+  for (const int width : {4096, 8192, 8200, 520, 45}) {
     const int rows = 9;
     const auto x = random_bf16(static_cast<std::size_t>(rows) * width, 3.0f);
     std::vector<u16> w(width);

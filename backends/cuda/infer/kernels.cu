@@ -78,15 +78,56 @@ void gather(const bf16* src, const std::int32_t* index, int count, int width, bf
 
 // ---------------------------------------------------------------------------------------------
 constexpr int kRowThreads = 256;
+// Rows up to kNormVectors * 8 * kRowThreads = 8192 wide stay in registers between the reduction
+// and the scaling, and the weights are loaded before the wait: no load after the reduction.
+constexpr int kNormVectors = 4;
 
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
   __shared__ float partial[kRowThreads / 32];
-  pdl_wait();
-  pdl_trigger();
   const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
   bf16* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
   const bool vec = width % 8 == 0;
+  if (vec && width / 8 <= kNormVectors * kRowThreads) {
+    const int vectors = width / 8;
+    const auto* row4 = reinterpret_cast<const uint4*>(row);
+    const auto* weight4 = reinterpret_cast<const uint4*>(weight);
+    uint4 raw[kNormVectors], scale[kNormVectors];
+#pragma unroll
+    for (int i = 0; i < kNormVectors; ++i) {
+      const int v = threadIdx.x + i * kRowThreads;
+      if (v < vectors) scale[i] = weight4[v];  // weights: no earlier kernel writes them
+    }
+    pdl_wait();
+    pdl_trigger();
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kNormVectors; ++i) {
+      const int v = threadIdx.x + i * kRowThreads;
+      if (v >= vectors) continue;
+      raw[i] = row4[v];
+      float f[8];
+      unpack8(raw[i], f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum += f[j] * f[j];
+    }
+    sum = block_sum<kRowThreads>(sum, partial);
+    const float inv = rsqrtf(sum / static_cast<float>(width) + eps);
+#pragma unroll
+    for (int i = 0; i < kNormVectors; ++i) {
+      const int v = threadIdx.x + i * kRowThreads;
+      if (v >= vectors) continue;
+      float f[8], w[8];
+      unpack8(raw[i], f);
+      unpack8(scale[i], w);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] = f[j] * inv * w[j];
+      store8(dst + 8 * v, f);
+    }
+    return;
+  }
+  pdl_wait();
+  pdl_trigger();
   float sum = 0.0f;
   if (vec) {
     for (int v = threadIdx.x; v < width / 8; v += kRowThreads) {
