@@ -132,9 +132,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       const auto* wb = reinterpret_cast<const unsigned char*>(w);
       int p = 0;
       // Chunk c < 0 is the block's own span; c >= 0 is small chunk c, rows small_begin + c * chunk_rows.
-      // Claims are fetched one chunk ahead; the first goes out once the ring is full (or the span is
-      // published), so that no copy can wait behind its round trip.
-      int chunk = -1, next = -1;
+      int chunk = -1;
+      int next = static_cast<int>(atomicAdd(&claims, 1u));  // fetched one chunk ahead
       for (int smalls = 0;;) {
         const bool first = chunk < 0;
         const int row0 = first ? blockIdx.x * plan.first_rows : small_begin + chunk * chunk_rows;
@@ -146,7 +145,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         const int chunk_pieces = (first ? plan.first_rows : min(chunk_rows, n - row0)) * per_row;
         for (int i = 0; i < chunk_pieces; ++i, ++p) {
           const int slot = p % kSlots;
-          if (first && p == kSlots) next = static_cast<int>(atomicAdd(&claims, 1u));
           if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
           if (i == 0) table_left[table] = chunk_pieces;  // published by the arrive below
           slot_piece[slot] = make_int2(row0, i | (table << 24));
@@ -156,7 +154,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           bulk_copy_to_shared(ring + slot * kPieceBytes, wb + static_cast<std::int64_t>(row) * row_bytes + offset,
                               bytes, full + slot);
         }
-        if (first && chunk_pieces <= kSlots) next = static_cast<int>(atomicAdd(&claims, 1u));
         chunk = next;
         if (chunk < small_chunks) next = static_cast<int>(atomicAdd(&claims, 1u));
       }
