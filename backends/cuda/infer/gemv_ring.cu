@@ -42,9 +42,10 @@ constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceByte
 
 // Why the rows left over are claimed (bench/NOTES.md, session 11, one H200): with all of them
 // assigned at launch, n = 4096 gives 4 blocks 32 rows and 128 blocks 31, and the GEMV ends with the
-// 32-row blocks; claimed by the blocks that get there first, the batch-1 step went 4.33 -> 4.20 ms
-// (three calls). Handing out more of W that way (a quarter to all of it, in 8-64 KB chunks) made the
-// ring slower alone (gate_up 58 -> 64-92 us), with claims fetched one or three ahead alike.
+// 32-row blocks; claimed by the blocks that get there first, the batch-1 step went from 4.33 to
+// 4.16-4.20 ms (seven same-call pairs over three calls). Handing out more of W that way (a quarter to
+// all of it, in 8-64 KB chunks) made the ring slower alone (gate_up 58 -> 64-92 us), with claims
+// fetched one or three ahead alike.
 constexpr int kSmallChunkBytes = 16 * 1024;
 constexpr int kMaxChunkRows = 64;
 // A small chunk's row sums live in one of kChunkSlots tables, reused every kChunkSlots chunks (the
@@ -69,13 +70,13 @@ ChunkPlan plan_chunks(int n, int row_bytes, int sms) {
   return plan;
 }
 
-// Claim counters, one per launch in rotation: counter s is used again kWorkSets launches later on
+// Claim counters, one per launch in rotation: counter s is used again kClaimCounters launches later on
 // the device, long after the grid that used it reset it (a grid launches once the one before it
 // passed its wait, i.e. once the one before *that* has finished). Every block claims until it gets
 // a chunk number past the end, so a grid makes small chunks + grid claims, and the claim that gets
 // the last number resets the counter: no block waits on a count of finished blocks at its end.
-constexpr int kWorkSets = 16;
-__device__ unsigned g_ring_claims[kWorkSets];
+constexpr int kClaimCounters = 16;
+__device__ unsigned g_ring_claims[kClaimCounters];
 
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
@@ -105,7 +106,7 @@ std::size_t smem_bytes(int k, const ChunkPlan& plan, bool norm) {
 __global__ void __launch_bounds__(kBlockThreads, 1)
     ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
                      bf16* y, const bf16* __restrict__ norm_weight, float norm_eps, bool silu_mul, ChunkPlan plan,
-                     int work_set) {
+                     int claim_counter) {
   extern __shared__ uint4 smem4[];
   auto* ring = reinterpret_cast<unsigned char*>(smem4);
   auto* full = reinterpret_cast<std::uint64_t*>(ring + kRingBytes);
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   auto* slot_piece = reinterpret_cast<int2*>(norm_weight != nullptr ? gs4 + k / 8 : gs4);
   auto* table_sum = reinterpret_cast<float*>(slot_piece + kSlots);  // table t at t * chunk_rows
   auto* table_left = reinterpret_cast<int*>(table_sum + kChunkSlots * plan.chunk_rows + plan.first_rows);
-  unsigned& claims = g_ring_claims[work_set];
+  unsigned& claims = g_ring_claims[claim_counter];
   const int row_bytes = k * static_cast<int>(sizeof(bf16));
   const int per_row = (row_bytes + kPieceBytes - 1) / kPieceBytes;
   const int chunk_rows = plan.chunk_rows;
@@ -256,12 +257,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 
 // The current device's SM count and the shared memory a block may opt into, which the kernel is
 // allowed once per device (the launch path is also the engine's tuning loop: no attribute calls
-// per launch), and the device's next chunk counter set. `sms` is stored last, so a nonzero value
-// means both limits are set.
+// per launch), and the claim counter of this launch. `sms` is stored last, so a nonzero value means
+// both limits are set.
 struct DeviceLimits {
   int sms = 0;
   int smem_optin = 0;
-  int work_set = 0;
+  int claim_counter = 0;
 };
 
 DeviceLimits prepared_device() {
@@ -281,7 +282,7 @@ DeviceLimits prepared_device() {
     sms_of[device].store(sms);
   }
   return DeviceLimits{sms_of[device].load(), smem_optin_of[device].load(),
-                      static_cast<int>(launches_on[device].fetch_add(1) % kWorkSets)};
+                      static_cast<int>(launches_on[device].fetch_add(1) % kClaimCounters)};
 }
 
 }  // namespace
@@ -297,7 +298,7 @@ bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* re
   const std::size_t smem = smem_bytes(k, plan, norm);
   if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
   launch_kernel(ring_gemv_kernel, plan.grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, input.norm_weight,
-                input.norm_eps, input.silu_mul, plan, limits.work_set);
+                input.norm_eps, input.silu_mul, plan, limits.claim_counter);
   return true;
 }
 
