@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 11: the ring GEMV's first claim issued once the ring is full, on one H200 in one call: the
-# kernel checks (ring cases), then `infer_engine_test --bench llama-3.1-8b` of the previous build
+# Session 11: a ring GEMV change against the build before it (first run: the first claim issued once
+# the ring is full; second: the left-over rows in 8 KB chunks), on one H200 in one call: the kernel
+# checks (ring cases), then `infer_engine_test --bench llama-3.1-8b` of the previous build
 # ($DIST/old/infer_engine_test) and this one interleaved ROUNDS times.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_ring_first_claim_h200.sh
 # Writes $OUT/ring-first-claim.txt.
