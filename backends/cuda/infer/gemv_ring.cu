@@ -46,7 +46,7 @@ constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceByte
 // 4.16-4.20 ms (seven same-call pairs over three calls). Handing out more of W that way (a quarter to
 // all of it, in 8-64 KB chunks) made the ring slower alone (gate_up 58 -> 64-92 us), with claims
 // fetched one or three ahead alike.
-constexpr int kSmallChunkBytes = 8 * 1024;
+constexpr int kSmallChunkBytes = 16 * 1024;
 constexpr int kMaxChunkRows = 64;
 // A small chunk's row sums live in one of kChunkSlots tables, reused every kChunkSlots chunks (the
 // first chunk has its own). Piece q is fully consumed (sums added, the chunk's output written, its
