@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_variants.hpp"
@@ -59,6 +61,28 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size
   }
   return s + ")";
 }
+
+// While `stream` is being captured and its next node would follow one kernel node: makes that edge
+// programmatic, so the next kernel (a cuBLASLt one, which we do not launch ourselves) may start
+// while the one before it finishes. Safe only for a kernel that executes griddepcontrol.wait before
+// it reads its inputs (GemmRunner::probe_early_start). Returns whether it did.
+bool capture_next_as_programmatic(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  std::size_t count = 0;
+  GPUSCOUT_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &count));
+  if (status != cudaStreamCaptureStatusActive || count != 1) return false;
+  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  GPUSCOUT_CUDA_CHECK(cudaGraphNodeGetType(deps[0], &type));
+  if (type != cudaGraphNodeTypeKernel) return false;
+  cudaGraphNode_t node = deps[0];
+  cudaGraphEdgeData edge{};
+  edge.from_port = cudaGraphKernelNodePortProgrammatic;
+  edge.type = cudaGraphDependencyTypeProgrammatic;
+  GPUSCOUT_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, &node, &edge, 1, cudaStreamSetCaptureDependencies));
+  return true;
+}
 }  // namespace
 
 struct GemmRunner::Class {
@@ -82,6 +106,9 @@ struct GemmRunner::Plan {
   bool alternative_skinny = false;
   int alternative_split = 0, alternative_variant = 0;
   double chosen_us = -1, alternative_us = -1;
+  // The chosen cuBLASLt kernel waited for its input in probe_early_start(): captured graphs let it
+  // start under programmatic launch (set_programmatic_cublaslt).
+  bool lt_starts_early = false;
 };
 
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
@@ -188,7 +215,9 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto& h = p.algos[static_cast<std::size_t>(algo_index)];
+  const bool early = lt_programmatic_ && p.lt_starts_early && algo_index == p.chosen;
   if (!c.fp8()) {
+    if (early) capture_next_as_programmatic(stream);
     GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &h.algo, workspace_,
                                          workspace_bytes_, stream));
     return;
@@ -201,6 +230,7 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
   launch_quantize_fp8(x, count, fp8_, x_fp8_, stream);
   const void* scale = c.fp8_scale_device;  // the descriptor is shared by the FP8 classes
   lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale);
+  if (early) capture_next_as_programmatic(stream);
   GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_fp8_, &alpha, w, p.a, x_fp8_, p.b, &beta, y, p.d, y, p.d, &h.algo,
                                        workspace_, workspace_bytes_, stream));
 }
@@ -377,7 +407,77 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
+  p.lt_starts_early = false;
+  if (lt_programmatic_) {
+    line += probe_early_start(c, p, rows, x_scratch, stream) ? "; cuBLASLt pick starts early (waits for its input)"
+                                                             : "; cuBLASLt pick starts after its input (no wait seen)";
+  }
   return line;
+}
+
+bool GemmRunner::probe_early_start(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream) {
+  // Probe buffers: x the writer fills late, and the outputs of the plain and the early-started GEMM.
+  const std::size_t x_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.in) * sizeof(bf16);
+  const std::size_t y_count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.out);
+  const std::size_t x_span = (x_bytes + 255) / 256 * 256, y_span = (y_count * sizeof(bf16) + 255) / 256 * 256;
+  void* buffer = nullptr;
+  if (x_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(x_scratch) % 16 != 0 ||
+      cudaMalloc(&buffer, x_span + 2 * y_span) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  auto* x_late = static_cast<bf16*>(buffer);
+  auto* y_plain = reinterpret_cast<bf16*>(static_cast<char*>(buffer) + x_span);
+  auto* y_early = reinterpret_cast<bf16*>(static_cast<char*>(buffer) + x_span + y_span);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool waited = false;
+  try {
+    p.lt_starts_early = false;
+    launch(c, p, p.chosen, false, 0, 0, rows, x_scratch, c.weights[0], y_plain, false, stream);
+    GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(x_late, 0, x_bytes, stream));
+    GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(y_early, 0, y_count * sizeof(bf16), stream));
+    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // The writer copies x 100 us after letting the GEMM launch: a GEMM that does not wait for it
+    // reads zeros in every block's first k steps.
+    GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const bool saved = lt_programmatic_;
+    lt_programmatic_ = true;
+    p.lt_starts_early = true;
+    try {
+      launch_delayed_copy(x_scratch, x_late, x_bytes, 100'000, stream);
+      launch(c, p, p.chosen, false, 0, 0, rows, x_late, c.weights[0], y_early, false, stream);
+    } catch (...) {
+      lt_programmatic_ = saved;
+      (void)cudaStreamEndCapture(stream, &graph);
+      throw;
+    }
+    lt_programmatic_ = saved;
+    GPUSCOUT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    GPUSCOUT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<bf16> plain(y_count), early(y_count);
+    GPUSCOUT_CUDA_CHECK(cudaMemcpy(plain.data(), y_plain, y_count * sizeof(bf16), cudaMemcpyDeviceToHost));
+    GPUSCOUT_CUDA_CHECK(cudaMemcpy(early.data(), y_early, y_count * sizeof(bf16), cudaMemcpyDeviceToHost));
+    // The same kernel on the same inputs: equal up to a reduction order cuBLASLt may vary.
+    float largest = 0.0f, worst = 0.0f;
+    for (std::size_t i = 0; i < y_count; ++i) {
+      const float a = __bfloat162float(plain[i]), b = __bfloat162float(early[i]);
+      largest = std::max(largest, std::fabs(a));
+      worst = std::max(worst, std::isfinite(b) ? std::fabs(a - b) : std::numeric_limits<float>::infinity());
+    }
+    waited = largest > 0.0f && worst <= 1e-2f * largest;
+  } catch (const CudaError&) {
+    (void)cudaGetLastError();
+    waited = false;
+  }
+  if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  (void)cudaStreamSynchronize(stream);
+  (void)cudaFree(buffer);
+  p.lt_starts_early = waited;
+  return waited;
 }
 
 double GemmRunner::tie_margin(int cls, int rows) {

@@ -98,6 +98,13 @@ class GemmRunner {
   // so that the engine's checks run its paths (the ring with its input transforms) end to end.
   void prefer_own_kernels(bool prefer) { prefer_own_ = prefer; }
 
+  // Captured cuBLASLt GEMMs start under programmatic launch: their graph node follows the kernel
+  // before it through a programmatic edge, so its launch and set-up overlap that kernel's end. Off
+  // by default. tune() enables it per plan only where a probe saw the chosen kernel wait for its
+  // input (griddepcontrol.wait; cuBLASLt documents no such behaviour): a writer lets the GEMM
+  // launch, then writes x 100 us later, and the GEMM's output must equal the plain launch's.
+  void set_programmatic_cublaslt(bool enabled) { lt_programmatic_ = enabled; }
+
   static constexpr std::size_t kSmallMCounterBytes = 64 * 1024;
 
  private:
@@ -111,6 +118,9 @@ class GemmRunner {
   void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
               int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
+  // tune()'s probe for set_programmatic_cublaslt: sets and returns p.lt_starts_early.
+  bool probe_early_start(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream);
+
   lt::Handle lt_;
   lt::MatmulDesc desc_;
   lt::MatmulDesc desc_fp8_;  // A (W) scale set per class before each call, B (x) scale from fp8_
@@ -123,6 +133,7 @@ class GemmRunner {
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
   bool prefer_own_ = false;
+  bool lt_programmatic_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unordered_map<std::int64_t, std::unique_ptr<Plan>> plans_;

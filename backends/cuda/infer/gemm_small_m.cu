@@ -23,6 +23,7 @@
 // count last adds them in split order (the same sum whatever the arrival order) plus the residual.
 #include "gemm_small_m.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -407,9 +408,10 @@ struct Launchable {
 };
 
 // The variant's kernel for kNTiles n-tiles, with its dynamic shared memory allowed (once per
-// device and kernel; the carveout preference asks for all of it, so two ring blocks fit). Measured
-// on the H200: that leaves L1 ~28 KB, which made the register variants 1.5x slower than at the
-// default carveout (their loads hold L1 space in flight); bench/NOTES.md. To be revisited.
+// device and kernel). The rings ask for all of the shared memory, so two ring blocks fit. The
+// register variants ask for the least that holds their two blocks: at the largest carveout (L1
+// ~28 KB) they ran 1.5x slower than at the driver's default, since their W loads hold L1 space while
+// in flight (bench/NOTES.md, session 5).
 template <int kNTiles>
 Launchable variant_kernel(int variant) {
   constexpr int kRegSteps = kNTiles <= 4 ? 4 : 2;  // registers: more accumulators, fewer W in flight
@@ -452,8 +454,15 @@ Launchable variant_kernel(int variant) {
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device][variant].load()) {
     GPUSCOUT_CUDA_CHECK(
         cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)));
-    GPUSCOUT_CUDA_CHECK(
-        cudaFuncSetAttribute(l.kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    int carveout = cudaSharedmemCarveoutMaxShared;
+    if (variant <= 1) {
+      int smem_per_sm = 0;
+      GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+      const std::size_t needed = 2 * (l.smem + 1024);  // two blocks, each with its 1 KB the system reserves
+      carveout = static_cast<int>(std::min<std::size_t>(
+          100, (needed * 100 + static_cast<std::size_t>(smem_per_sm) - 1) / static_cast<std::size_t>(smem_per_sm)));
+    }
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(l.kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
     if (device >= 0 && device < static_cast<int>(configured.size())) configured[device][variant].store(true);
   }
   return l;
