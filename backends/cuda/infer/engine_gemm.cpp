@@ -409,22 +409,22 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   (void)cudaEventDestroy(stop);
   p.lt_starts_early = false;
   if (lt_programmatic_) {
-    line += probe_early_start(c, p, rows, x_scratch, stream) ? "; cuBLASLt pick starts early (waits for its input)"
-                                                             : "; cuBLASLt pick starts after its input (no wait seen)";
+    line += "; cuBLASLt pick " + probe_early_start(c, p, rows, x_scratch, stream);
   }
   return line;
 }
 
-bool GemmRunner::probe_early_start(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream) {
+std::string GemmRunner::probe_early_start(const Class& c, Plan& p, int rows, const bf16* x_scratch,
+                                          cudaStream_t stream) {
   // Probe buffers: x the writer fills late, and the outputs of the plain and the early-started GEMM.
   const std::size_t x_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.in) * sizeof(bf16);
   const std::size_t y_count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.out);
   const std::size_t x_span = (x_bytes + 255) / 256 * 256, y_span = (y_count * sizeof(bf16) + 255) / 256 * 256;
   void* buffer = nullptr;
-  if (x_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(x_scratch) % 16 != 0 ||
-      cudaMalloc(&buffer, x_span + 2 * y_span) != cudaSuccess) {
+  if (x_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(x_scratch) % 16 != 0) return "not probed (x unaligned)";
+  if (cudaMalloc(&buffer, x_span + 2 * y_span) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return "not probed (no memory for its buffers)";
   }
   auto* x_late = static_cast<bf16*>(buffer);
   auto* y_plain = reinterpret_cast<bf16*>(static_cast<char*>(buffer) + x_span);
@@ -432,6 +432,7 @@ bool GemmRunner::probe_early_start(const Class& c, Plan& p, int rows, const bf16
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   bool waited = false;
+  std::string outcome;
   try {
     p.lt_starts_early = false;
     launch(c, p, p.chosen, false, 0, 0, rows, x_scratch, c.weights[0], y_plain, false, stream);
@@ -468,16 +469,20 @@ bool GemmRunner::probe_early_start(const Class& c, Plan& p, int rows, const bf16
       worst = std::max(worst, std::isfinite(b) ? std::fabs(a - b) : std::numeric_limits<float>::infinity());
     }
     waited = largest > 0.0f && worst <= 1e-2f * largest;
-  } catch (const CudaError&) {
+    outcome = waited ? "starts early (waits for its input)"
+                     : fmt::format("starts after its input (read x before it was written: max |diff| {:.3g} of {:.3g})",
+                                   worst, largest);
+  } catch (const std::exception& e) {
     (void)cudaGetLastError();
     waited = false;
+    outcome = fmt::format("starts after its input (probe failed: {})", e.what());
   }
   if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
   if (graph != nullptr) (void)cudaGraphDestroy(graph);
   (void)cudaStreamSynchronize(stream);
   (void)cudaFree(buffer);
   p.lt_starts_early = waited;
-  return waited;
+  return outcome;
 }
 
 double GemmRunner::tie_margin(int cls, int rows) {

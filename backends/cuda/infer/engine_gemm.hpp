@@ -118,8 +118,8 @@ class GemmRunner {
   void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
               int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
-  // tune()'s probe for set_programmatic_cublaslt: sets and returns p.lt_starts_early.
-  bool probe_early_start(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream);
+  // tune()'s probe for set_programmatic_cublaslt: sets p.lt_starts_early and says what it found.
+  std::string probe_early_start(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream);
 
   lt::Handle lt_;
   lt::MatmulDesc desc_;
