@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <cublasLt.h>
@@ -91,7 +92,7 @@ class GemmRunner {
   // times such pairs in whole decode steps and may swap_choice() to the second.
   double tie_margin(int cls, int rows);
   void swap_choice(int cls, int rows);
-  std::string choice_name(int cls, int rows);  // "cublaslt", "skinny", "ring" or "small_m"
+  std::string choice_name(int cls, int rows);  // "cublaslt", "cublaslt-early", "skinny", "ring", "small_m"
   const std::string& class_name(int cls) const;
 
   // Tests only: up to kSkinnyMaxRows rows tune() keeps our kernel (skinny/ring) whatever the times,
@@ -118,8 +119,10 @@ class GemmRunner {
   void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
               int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
-  // tune()'s probe for set_programmatic_cublaslt: sets p.lt_starts_early and says what it found.
-  std::string probe_early_start(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream);
+  // tune()'s probe for set_programmatic_cublaslt: whether cuBLASLt candidate `algo` of the plan
+  // waits for its input, and what the probe found, in words.
+  std::pair<bool, std::string> probe_early_start(const Class& c, Plan& p, int algo, int rows, const bf16* x_scratch,
+                                                 cudaStream_t stream);
 
   lt::Handle lt_;
   lt::MatmulDesc desc_;

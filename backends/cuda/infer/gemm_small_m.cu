@@ -404,9 +404,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // depend on no earlier kernel), so under programmatic launch a ring's worth of W per SM streams
 // while the previous kernel ends, and the mmas are mma.sync (warp m16n8k16) rather than wgmma.
 // Warp w multiplies W rows 16w..16w+15 of the tile by all x rows, so the accumulators are finish()'s.
-constexpr int kTmaK = 64;                                           // k per stage: one 128-byte row
-constexpr int kTmaWBytes = kSmallMTileCols * kTmaK * 2;             // 16 KB
-constexpr int kTmaThreads = kThreads + 32;                          // plus the producer warp
+constexpr int kTmaK = 64;                                // k per stage: one 128-byte row
+constexpr int kTmaWBytes = kSmallMTileCols * kTmaK * 2;  // 16 KB
+constexpr int kTmaThreads = kThreads + 32;               // plus the producer warp
 template <int kNTiles>
 constexpr int tma_x_bytes() {  // x tile bytes the stage holds: an even count of 8-row tiles (ldmatrix.x4 reads pairs)
   return (kNTiles + 1) / 2 * 2 * 8 * kTmaK * 2;
@@ -421,8 +421,8 @@ constexpr int tma_stages() {
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int inner, int outer,
                                             std::uint64_t* bar) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
-          "r"(smem_addr(dst)),
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_addr(bar))
       : "memory");
 }
@@ -443,7 +443,8 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
   __shared__ std::uint64_t full[kStages], empty[kStages];
   __shared__ int merging;
   // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
-  unsigned char* ring = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t{1023});
+  unsigned char* ring =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t{1023});
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tile_row0 = blockIdx.x * kSmallMTileCols;
   const int steps = k / kStepK;
@@ -468,7 +469,8 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
         tma_load_2d(ring + i * kStageBytes, &w_map, k0 + i * kTmaK, tile_row0, &full[i]);
       }
       pdl_wait();
-      for (int i = 0; i < first; ++i) tma_load_2d(ring + i * kStageBytes + kTmaWBytes, &x_map, k0 + i * kTmaK, 0, &full[i]);
+      for (int i = 0; i < first; ++i)
+        tma_load_2d(ring + i * kStageBytes + kTmaWBytes, &x_map, k0 + i * kTmaK, 0, &full[i]);
       for (int i = first; i < loads; ++i) {
         const int s = i % kStages;
         mbar_wait_parity(&empty[s], (i / kStages - 1) & 1);
@@ -545,7 +547,8 @@ CUtensorMap bf16_tensor_map(const bf16* base, int inner, int outer, int box_oute
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    GPUSCOUT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    GPUSCOUT_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
     if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
       throw std::runtime_error("the CUDA driver has no cuTensorMapEncodeTiled (needed by the small-m TMA kernel)");
     }
@@ -627,8 +630,10 @@ Launchable variant_kernel(int variant) {
   int device = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device][variant].load()) {
-    const void* fn = l.kernel != nullptr ? reinterpret_cast<const void*>(l.kernel) : reinterpret_cast<const void*>(l.tma_kernel);
-    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)));
+    const void* fn =
+        l.kernel != nullptr ? reinterpret_cast<const void*>(l.kernel) : reinterpret_cast<const void*>(l.tma_kernel);
+    GPUSCOUT_CUDA_CHECK(
+        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)));
     int carveout = cudaSharedmemCarveoutMaxShared;
     if (variant <= 1) {
       int smem_per_sm = 0;
@@ -653,9 +658,9 @@ Launchable launchable(int rows, int variant) {
 }  // namespace
 
 const char* small_m_variant_name(int variant) {
-  static const char* const names[kSmallMVariants] = {"registers",  "registers+L2::256B",   "cp.async ring",
-                                                     "bulk ring",  "bulk ring 1 block/SM", "TMA ring 1 block/SM",
-                                                     "TMA ring 2 blocks/SM"};
+  static const char* const names[kSmallMVariants] = {
+      "registers",           "registers+L2::256B",  "cp.async ring", "bulk ring", "bulk ring 1 block/SM",
+      "TMA ring 1 block/SM", "TMA ring 2 blocks/SM"};
   return variant >= 0 && variant < kSmallMVariants ? names[variant] : "?";
 }
 

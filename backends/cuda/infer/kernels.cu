@@ -714,7 +714,8 @@ void launch_argmax_merge(const std::int32_t* candidate_index, const float* candi
 }
 
 void launch_delayed_copy(const void* src, void* dst, std::size_t bytes, std::uint64_t delay_ns, cudaStream_t stream) {
-  if (bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dst) % 16 != 0) {
+  if (bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0 ||
+      reinterpret_cast<std::uintptr_t>(dst) % 16 != 0) {
     throw std::invalid_argument("launch_delayed_copy: bytes and both pointers must be multiples of 16");
   }
   delayed_copy_kernel<<<1, 256, 0, stream>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst),
