@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran against commit 3ee0235 and its follow-ups (bench/results/*-s12-*); the code it exercises (the small-m TMA variants,
+# infer_engine_test --no-lt-pdl) was reverted after those runs, as bench/NOTES.md (session 12) records.
 # Session 12: cuBLASLt's GEMMs started under programmatic launch (GemmRunner::set_programmatic_cublaslt)
 # and the small-m register variants at a small shared-memory carveout, on one H200 in one call:
 #   1. infer_gemm_test (the kernel and runner checks, the late-writer check of the early start), then

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran against commit 563e095 (bench/results/*-s12-*); the code it exercises (the small-m TMA variants,
+# infer_engine_test --no-lt-pdl) was reverted after those runs, as bench/NOTES.md (session 12) records.
 # Session 12: the small-m GEMM's TMA variants (5, 6) on one H200 in one call:
 #   1. infer_gemm_test: every variant against the CPU reference (rows 1..64, splits, residual,
 #      repeats, guard row), the runner, the cuBLASLt early-start probe and its late-writer check;

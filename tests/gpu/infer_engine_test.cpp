@@ -4,7 +4,7 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
-//                     [--no-lt-pdl] [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
+//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -363,7 +363,7 @@ double median(std::vector<double> v) {
 
 struct BenchFlags {
   int tp = 1;
-  bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true, lt_pdl = true;
+  bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   unsigned knock_out = 0;
   ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
@@ -385,7 +385,6 @@ int bench(const std::string& model, const BenchFlags& flags) {
   eo.max_step_tokens = 8192;
   eo.max_running = 64;
   eo.programmatic_launch = flags.pdl;
-  eo.programmatic_cublaslt = flags.lt_pdl;
   eo.knock_out = flags.knock_out;
   eo.fp8_weights = flags.fp8;
   eo.tune_attention = flags.tune_attention;
@@ -519,7 +518,6 @@ int main(int argc, char** argv) {
       if (a == "--fp8") flags.fp8 = true;
       if (a == "--no-attention-tuning") flags.tune_attention = false;
       if (a == "--no-gemm-ties") flags.resolve_gemm_ties = false;
-      if (a == "--no-lt-pdl") flags.lt_pdl = false;
       if (a == "--attention-plan" && i + 1 < argc) {
         const std::string plan = argv[++i];
         if (plan == "split") {

@@ -1315,7 +1315,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     }
     r.gemm = std::make_unique<GemmRunner>(r.lt_workspace, kLtWorkspaceBytes);
     r.gemm->prefer_own_kernels(options.prefer_own_gemm_kernels);
-    r.gemm->set_programmatic_cublaslt(e.info.programmatic_launch && options.programmatic_cublaslt);
     auto collect = [&](auto member) {
       std::vector<const void*> w;
       for (const auto& l : r.layers) w.push_back(l.*member);

@@ -44,9 +44,6 @@ struct EngineOptions {
   // kernel starts loading what does not depend on its predecessor (decode GEMM weights) while
   // that one finishes.
   bool programmatic_launch = true;
-  // With programmatic_launch: cuBLASLt's GEMMs in the graphs start under it too, where a start-up
-  // probe saw the chosen kernel wait for its input (GemmRunner::set_programmatic_cublaslt).
-  bool programmatic_cublaslt = true;
   // TP > 1: a step whose GPUs have not finished within this many seconds is treated as a hung
   // collective: every communicator is aborted (ncclCommAbort) and execute() throws. A rank that
   // fails ends the others' waits at once the same way. Afterwards the engine refuses further steps.

@@ -5,14 +5,12 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <utility>
-#include <vector>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_variants.hpp"
@@ -23,9 +21,6 @@ namespace {
 constexpr int kRequestedAlgos = 8;
 constexpr int kTimedRounds = 3;
 constexpr int kMaxRotation = 8;  // weight instances cycled through per timed round
-// A cuBLASLt candidate that waits for its input is offered as the second kernel when at most this
-// much slower per call than the pick that does not (the engine then decides in whole steps).
-constexpr double kEarlyCandidateMargin = 0.10;
 // cuBLASLt's part of the runner's workspace: all but the small-m counters at its end.
 std::size_t lt_workspace_bytes(std::size_t total) {
   return total >= 2 * GemmRunner::kSmallMCounterBytes ? total - GemmRunner::kSmallMCounterBytes : total;
@@ -64,28 +59,6 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size
   }
   return s + ")";
 }
-
-// While `stream` is being captured and its next node would follow one kernel node: makes that edge
-// programmatic, so the next kernel (a cuBLASLt one, which we do not launch ourselves) may start
-// while the one before it finishes. Safe only for a kernel that executes griddepcontrol.wait before
-// it reads its inputs (GemmRunner::probe_early_start). Returns whether it did.
-bool capture_next_as_programmatic(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* deps = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
-  std::size_t count = 0;
-  GPUSCOUT_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &count));
-  if (status != cudaStreamCaptureStatusActive || count != 1) return false;
-  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-  GPUSCOUT_CUDA_CHECK(cudaGraphNodeGetType(deps[0], &type));
-  if (type != cudaGraphNodeTypeKernel) return false;
-  cudaGraphNode_t node = deps[0];
-  cudaGraphEdgeData edge{};
-  edge.from_port = cudaGraphKernelNodePortProgrammatic;
-  edge.type = cudaGraphDependencyTypeProgrammatic;
-  GPUSCOUT_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, &node, &edge, 1, cudaStreamSetCaptureDependencies));
-  return true;
-}
 }  // namespace
 
 struct GemmRunner::Class {
@@ -109,13 +82,6 @@ struct GemmRunner::Plan {
   bool alternative_skinny = false;
   int alternative_split = 0, alternative_variant = 0;
   double chosen_us = -1, alternative_us = -1;
-  // The chosen cuBLASLt kernel waited for its input in probe_early_start(): captured graphs let it
-  // start under programmatic launch (set_programmatic_cublaslt).
-  bool lt_starts_early = false;
-  // With set_programmatic_cublaslt, where the pick does not wait and no kernel of ours came second:
-  // the fastest cuBLASLt candidate that does (index into algos, -1: none), the second kernel.
-  int alternative_algo = -1;
-  bool alternative_early = false;
 };
 
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
@@ -222,9 +188,7 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto& h = p.algos[static_cast<std::size_t>(algo_index)];
-  const bool early = lt_programmatic_ && p.lt_starts_early && algo_index == p.chosen;
   if (!c.fp8()) {
-    if (early) capture_next_as_programmatic(stream);
     GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &h.algo, workspace_,
                                          workspace_bytes_, stream));
     return;
@@ -237,7 +201,6 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
   launch_quantize_fp8(x, count, fp8_, x_fp8_, stream);
   const void* scale = c.fp8_scale_device;  // the descriptor is shared by the FP8 classes
   lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale);
-  if (early) capture_next_as_programmatic(stream);
   GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_fp8_, &alpha, w, p.a, x_fp8_, p.b, &beta, y, p.d, y, p.d, &h.algo,
                                        workspace_, workspace_bytes_, stream));
 }
@@ -311,7 +274,6 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   };
   double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt;
   int best_algo = 0;
-  std::vector<std::pair<double, int>> lt_times;  // (us, candidate) of those that ran
   for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
     double t = 0;
@@ -320,7 +282,6 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     } catch (const CudaError&) {
       continue;
     }
-    lt_times.emplace_back(t, a);
     if (t < best_lt) {
       runner_up_lt = best_lt;
       best_lt = t;
@@ -416,106 +377,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
-  p.lt_starts_early = false;
-  p.alternative_algo = -1;
-  p.alternative_early = false;
-  if (lt_programmatic_) {
-    auto [waits, outcome] = probe_early_start(c, p, p.chosen, rows, x_scratch, stream);
-    p.lt_starts_early = waits;
-    line += "; cuBLASLt pick " + outcome;
-    // Which cuBLASLt kernels wait differs between candidates of one shape (on the H200 most of the
-    // batch-16/32 picks did not, some runners-up did): the fastest one that does, if close, becomes
-    // the second kernel, and the engine times the two in whole steps (resolve_gemm_ties).
-    if (!waits && p.alternative_us < 0) {
-      std::sort(lt_times.begin(), lt_times.end());
-      for (const auto& [t, a] : lt_times) {
-        if (a == p.chosen || t > best_lt * (1.0 + kEarlyCandidateMargin)) continue;
-        if (!probe_early_start(c, p, a, rows, x_scratch, stream).first) continue;
-        p.alternative_algo = a;
-        p.alternative_early = true;
-        p.alternative_us = t;
-        line += fmt::format("; candidate #{} starts early ({:.1f} us)", a + 1, t);
-        break;
-      }
-    }
-  }
   return line;
-}
-
-std::pair<bool, std::string> GemmRunner::probe_early_start(const Class& c, Plan& p, int algo, int rows,
-                                                           const bf16* x_scratch, cudaStream_t stream) {
-  // Probe buffers: x the writer fills late, and the outputs of the plain and the early-started GEMM.
-  const std::size_t x_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.in) * sizeof(bf16);
-  const std::size_t y_count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.out);
-  const std::size_t x_span = (x_bytes + 255) / 256 * 256, y_span = (y_count * sizeof(bf16) + 255) / 256 * 256;
-  void* buffer = nullptr;
-  if (x_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(x_scratch) % 16 != 0) {
-    return {false, "not probed (x unaligned)"};
-  }
-  if (cudaMalloc(&buffer, x_span + 2 * y_span) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return {false, "not probed (no memory for its buffers)"};
-  }
-  // launch() starts the plan's chosen candidate early when asked: make `algo` that, for now.
-  const int saved_chosen = p.chosen;
-  const bool saved_early = p.lt_starts_early, saved_programmatic = lt_programmatic_;
-  p.chosen = algo;
-  auto* x_late = static_cast<bf16*>(buffer);
-  auto* y_plain = reinterpret_cast<bf16*>(static_cast<char*>(buffer) + x_span);
-  auto* y_early = reinterpret_cast<bf16*>(static_cast<char*>(buffer) + x_span + y_span);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  bool waited = false;
-  std::string outcome;
-  try {
-    p.lt_starts_early = false;
-    launch(c, p, p.chosen, false, 0, 0, rows, x_scratch, c.weights[0], y_plain, false, stream);
-    GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(x_late, 0, x_bytes, stream));
-    GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(y_early, 0, y_count * sizeof(bf16), stream));
-    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    // The writer copies x 100 us after letting the GEMM launch: a GEMM that does not wait for it
-    // reads zeros in every block's first k steps.
-    GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    lt_programmatic_ = true;
-    p.lt_starts_early = true;
-    try {
-      launch_delayed_copy(x_scratch, x_late, x_bytes, 100'000, stream);
-      launch(c, p, p.chosen, false, 0, 0, rows, x_late, c.weights[0], y_early, false, stream);
-    } catch (...) {
-      (void)cudaStreamEndCapture(stream, &graph);
-      throw;
-    }
-    GPUSCOUT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    GPUSCOUT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<bf16> plain(y_count), early(y_count);
-    GPUSCOUT_CUDA_CHECK(cudaMemcpy(plain.data(), y_plain, y_count * sizeof(bf16), cudaMemcpyDeviceToHost));
-    GPUSCOUT_CUDA_CHECK(cudaMemcpy(early.data(), y_early, y_count * sizeof(bf16), cudaMemcpyDeviceToHost));
-    // The same kernel on the same inputs: equal up to a reduction order cuBLASLt may vary.
-    float largest = 0.0f, worst = 0.0f;
-    for (std::size_t i = 0; i < y_count; ++i) {
-      const float a = __bfloat162float(plain[i]), b = __bfloat162float(early[i]);
-      largest = std::max(largest, std::fabs(a));
-      worst = std::max(worst, std::isfinite(b) ? std::fabs(a - b) : std::numeric_limits<float>::infinity());
-    }
-    waited = largest > 0.0f && worst <= 1e-2f * largest;
-    outcome = waited ? "starts early (waits for its input)"
-                     : fmt::format("starts after its input (read x before it was written: max |diff| {:.3g} of {:.3g})",
-                                   worst, largest);
-  } catch (const std::exception& e) {
-    (void)cudaGetLastError();
-    waited = false;
-    outcome = fmt::format("starts after its input (probe failed: {})", e.what());
-  }
-  lt_programmatic_ = saved_programmatic;
-  p.chosen = saved_chosen;
-  p.lt_starts_early = saved_early;
-  if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
-  if (graph != nullptr) (void)cudaGraphDestroy(graph);
-  (void)cudaStreamSynchronize(stream);
-  (void)cudaFree(buffer);
-  return {waited, outcome};
 }
 
 double GemmRunner::tie_margin(int cls, int rows) {
@@ -531,10 +393,6 @@ void GemmRunner::swap_choice(int cls, int rows) {
   std::swap(p.small_m_split, p.alternative_split);
   std::swap(p.small_m_variant, p.alternative_variant);
   std::swap(p.chosen_us, p.alternative_us);
-  if (p.alternative_algo >= 0) {
-    std::swap(p.chosen, p.alternative_algo);
-    std::swap(p.lt_starts_early, p.alternative_early);
-  }
 }
 
 std::string GemmRunner::choice_name(int cls, int rows) {
@@ -542,7 +400,7 @@ std::string GemmRunner::choice_name(int cls, int rows) {
   const Class& c = *classes_.at(cls);
   if (p.skinny) return skinny_is_ring(rows, c.fp8()) ? "ring" : "skinny";
   if (p.small_m_split > 0) return "small_m";
-  return lt_programmatic_ && p.lt_starts_early ? "cublaslt-early" : "cublaslt";
+  return "cublaslt";
 }
 
 const std::string& GemmRunner::class_name(int cls) const {

@@ -21,7 +21,6 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include <cublasLt.h>
@@ -92,19 +91,12 @@ class GemmRunner {
   // times such pairs in whole decode steps and may swap_choice() to the second.
   double tie_margin(int cls, int rows);
   void swap_choice(int cls, int rows);
-  std::string choice_name(int cls, int rows);  // "cublaslt", "cublaslt-early", "skinny", "ring", "small_m"
+  std::string choice_name(int cls, int rows);  // "cublaslt", "skinny", "ring" or "small_m"
   const std::string& class_name(int cls) const;
 
   // Tests only: up to kSkinnyMaxRows rows tune() keeps our kernel (skinny/ring) whatever the times,
   // so that the engine's checks run its paths (the ring with its input transforms) end to end.
   void prefer_own_kernels(bool prefer) { prefer_own_ = prefer; }
-
-  // Captured cuBLASLt GEMMs start under programmatic launch: their graph node follows the kernel
-  // before it through a programmatic edge, so its launch and set-up overlap that kernel's end. Off
-  // by default. tune() enables it per plan only where a probe saw the chosen kernel wait for its
-  // input (griddepcontrol.wait; cuBLASLt documents no such behaviour): a writer lets the GEMM
-  // launch, then writes x 100 us later, and the GEMM's output must equal the plain launch's.
-  void set_programmatic_cublaslt(bool enabled) { lt_programmatic_ = enabled; }
 
   static constexpr std::size_t kSmallMCounterBytes = 64 * 1024;
 
@@ -119,11 +111,6 @@ class GemmRunner {
   void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
               int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
-  // tune()'s probe for set_programmatic_cublaslt: whether cuBLASLt candidate `algo` of the plan
-  // waits for its input, and what the probe found, in words.
-  std::pair<bool, std::string> probe_early_start(const Class& c, Plan& p, int algo, int rows, const bf16* x_scratch,
-                                                 cudaStream_t stream);
-
   lt::Handle lt_;
   lt::MatmulDesc desc_;
   lt::MatmulDesc desc_fp8_;  // A (W) scale set per class before each call, B (x) scale from fp8_
@@ -136,7 +123,6 @@ class GemmRunner {
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
   bool prefer_own_ = false;
-  bool lt_programmatic_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unordered_map<std::int64_t, std::unique_ptr<Plan>> plans_;

@@ -23,14 +23,9 @@
 // count last adds them in split order (the same sum whatever the arrival order) plus the residual.
 #include "gemm_small_m.hpp"
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <stdexcept>
-#include <string>
 
 #include "kernel_util.cuh"
 
@@ -128,11 +123,6 @@ __device__ __forceinline__ KRange k_range(int k, int steps_per_split) {
   return {begin, end, (end - begin + kBatchSteps - 1) / kBatchSteps};
 }
 
-// A barrier over the kThreads threads that compute (the TMA variant's producer warp is not one).
-__device__ __forceinline__ void compute_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
-}
-
 // y (splits == 1) or the split's partial plus, in the tile's last block, the ordered sum.
 template <int kNTiles>
 __device__ __forceinline__ void finish(const float (&c)[kNTiles][4], int rows, int n, int col0, const bf16* residual,
@@ -167,12 +157,12 @@ __device__ __forceinline__ void finish(const float (&c)[kNTiles][4], int rows, i
     }
   }
   __threadfence();  // the partial is visible before the counter says so
-  compute_sync();
+  __syncthreads();
   if (threadIdx.x == 0) {
     *merging = atomicAdd(&counters[tile], 1u) == static_cast<unsigned>(splits - 1);
     if (*merging) counters[tile] = 0;  // the last one: every other split has been counted
   }
-  compute_sync();
+  __syncthreads();
   if (!*merging) return;
   __threadfence();
   // The tile's sum, four columns per thread where the rows allow 16-byte partial reads: the tail
@@ -396,126 +386,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   finish<kNTiles>(c, rows, n, col0, residual, y, counters, partials, &merging);
 }
 
-// The TMA variants (5: one block per SM, 6: two): W tiles of 128 rows x 64 k (16 KB) and x tiles
-// of the block's rows x 64 k, both by the tensor-memory accelerator (cp.async.bulk.tensor, 128-byte
-// swizzle: conflict-free ldmatrix) into a ring of stages, one producer warp and kWarps consumer
-// warps, as cuBLASLt's kernel for these shapes is built (128x32 tiles, k 64, 10 stages), with two
-// differences: the producer issues the W of the first stages before griddepcontrol.wait (weights
-// depend on no earlier kernel), so under programmatic launch a ring's worth of W per SM streams
-// while the previous kernel ends, and the mmas are mma.sync (warp m16n8k16) rather than wgmma.
-// Warp w multiplies W rows 16w..16w+15 of the tile by all x rows, so the accumulators are finish()'s.
-constexpr int kTmaK = 64;                                // k per stage: one 128-byte row
-constexpr int kTmaWBytes = kSmallMTileCols * kTmaK * 2;  // 16 KB
-constexpr int kTmaThreads = kThreads + 32;               // plus the producer warp
-template <int kNTiles>
-constexpr int tma_x_bytes() {  // x tile bytes the stage holds: an even count of 8-row tiles (ldmatrix.x4 reads pairs)
-  return (kNTiles + 1) / 2 * 2 * 8 * kTmaK * 2;
-}
-template <int kNTiles, int kMinBlocks>
-constexpr int tma_stages() {
-  constexpr int budget = (kMinBlocks == 1 ? 200 : 108) * 1024;
-  constexpr int fit = budget / (kTmaWBytes + tma_x_bytes<kNTiles>());
-  return fit > 12 ? 12 : fit;
-}
-
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int inner, int outer,
-                                            std::uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// Where row r's 16-byte chunk c of a 128-byte-swizzled tile (rows of 128 bytes, 1024-aligned) is.
-__device__ __forceinline__ const unsigned char* swizzled(const unsigned char* tile, int r, int c) {
-  return tile + r * 128 + ((c ^ (r & 7)) << 4);
-}
-
-template <int kNTiles, int kStages, int kMinBlocks>
-__global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
-    small_m_tma_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map, int rows,
-                       int n, int k, int steps_per_split, const bf16* residual, bf16* y, unsigned* counters,
-                       float* partials) {
-  constexpr int kXBytes = kNTiles * 8 * kTmaK * 2;  // what the x load brings (rows past `rows` as zeros)
-  constexpr int kStageBytes = kTmaWBytes + tma_x_bytes<kNTiles>();
-  extern __shared__ unsigned char smem_raw[];
-  __shared__ std::uint64_t full[kStages], empty[kStages];
-  __shared__ int merging;
-  // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
-  unsigned char* ring =
-      reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t{1023});
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int tile_row0 = blockIdx.x * kSmallMTileCols;
-  const int steps = k / kStepK;
-  const int begin = min(static_cast<int>(blockIdx.y) * steps_per_split, steps);
-  const int end = min(begin + steps_per_split, steps);
-  const int k0 = begin * kStepK;
-  const int loads = ((end - begin) * kStepK + kTmaK - 1) / kTmaK;  // past `end` the other split's k: masked below
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kStages; ++i) {
-      mbar_init(&full[i], 1);
-      mbar_init(&empty[i], kWarps);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
-
-  if (warp == kWarps) {  // the producer
-    if (lane == 0) {
-      const int first = min(loads, kStages);
-      for (int i = 0; i < first; ++i) {
-        mbar_arrive_expect_tx(&full[i], kTmaWBytes + kXBytes);
-        tma_load_2d(ring + i * kStageBytes, &w_map, k0 + i * kTmaK, tile_row0, &full[i]);
-      }
-      pdl_wait();
-      for (int i = 0; i < first; ++i)
-        tma_load_2d(ring + i * kStageBytes + kTmaWBytes, &x_map, k0 + i * kTmaK, 0, &full[i]);
-      for (int i = first; i < loads; ++i) {
-        const int s = i % kStages;
-        mbar_wait_parity(&empty[s], (i / kStages - 1) & 1);
-        mbar_arrive_expect_tx(&full[s], kTmaWBytes + kXBytes);
-        tma_load_2d(ring + s * kStageBytes, &w_map, k0 + i * kTmaK, tile_row0, &full[s]);
-        tma_load_2d(ring + s * kStageBytes + kTmaWBytes, &x_map, k0 + i * kTmaK, 0, &full[s]);
-      }
-    }
-    return;
-  }
-
-  pdl_wait();
-  pdl_trigger();
-  float c[kNTiles][4];
-#pragma unroll
-  for (int j = 0; j < kNTiles; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-  const int a_row = warp * 16 + (lane & 15);
-  for (int i = 0; i < loads; ++i) {
-    const int s = i % kStages;
-    mbar_wait_parity(&full[s], (i / kStages) & 1);
-    const unsigned char* wt = ring + s * kStageBytes;
-    const unsigned char* xt = wt + kTmaWBytes;
-    // A split that ends mid-stage (k steps of 32, stages of 64) leaves the next split's k in the
-    // stage's second half: those two k steps are skipped.
-    const int live_ksteps = min(4, ((end - begin) * kStepK - i * kTmaK) / 16);
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      if (ks >= live_ksteps) break;
-      std::uint32_t a[4];
-      ldmatrix_x4(a, swizzled(wt, a_row, ks * 2 + (lane >> 4)));
-#pragma unroll
-      for (int j = 0; j < kNTiles; j += 2) {
-        const int m = lane >> 3;
-        std::uint32_t b[4];
-        ldmatrix_x4(b, swizzled(xt, (j + (m >> 1)) * 8 + (lane & 7), ks * 2 + (m & 1)));
-        mma_bf16(c[j], a, b[0], b[1]);
-        if (j + 1 < kNTiles) mma_bf16(c[j + 1], a, b[2], b[3]);
-      }
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);
-  }
-  finish<kNTiles>(c, rows, n, tile_row0 + warp * 16, residual, y, counters, partials, &merging);
-}
-
 int steps_per_split(int k, int split) {
   const int groups = k / kStepK / kGroupSteps + (k / kStepK % kGroupSteps != 0);
   return ((groups + split - 1) / split) * kGroupSteps;
@@ -531,48 +401,17 @@ constexpr int ring_stages() {
 }
 
 using KernelFn = void (*)(const bf16*, int, const bf16*, int, int, int, const bf16*, bf16*, unsigned*, float*);
-using TmaKernelFn = void (*)(CUtensorMap, CUtensorMap, int, int, int, int, const bf16*, bf16*, unsigned*, float*);
 
 struct Launchable {
-  KernelFn kernel = nullptr;
-  TmaKernelFn tma_kernel = nullptr;  // set instead of `kernel` for the TMA variants
-  std::size_t smem = 0;
-  int threads = kThreads;
-  int x_box_rows = 0;  // TMA variants: the x tile's rows (8 per n-tile)
+  KernelFn kernel;
+  std::size_t smem;
 };
-
-// A 2-D tensor map of a row-major BF16 [outer, inner] matrix for boxes of 64 x box_outer, 128-byte
-// swizzle, zeros outside it. The driver's encoder, found through the runtime (no -lcuda).
-CUtensorMap bf16_tensor_map(const bf16* base, int inner, int outer, int box_outer) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    GPUSCOUT_CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-      throw std::runtime_error("the CUDA driver has no cuTensorMapEncodeTiled (needed by the small-m TMA kernel)");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * sizeof(bf16)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kTmaK), static_cast<cuuint32_t>(box_outer)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) + ")");
-  }
-  return map;
-}
 
 // The variant's kernel for kNTiles n-tiles, with its dynamic shared memory allowed (once per
 // device and kernel). The rings ask for all of the shared memory, so two ring blocks fit. The
 // register variants ask for the least that holds their two blocks: at the largest carveout (L1
 // ~28 KB) they ran 1.5x slower than at the driver's default, since their W loads hold L1 space while
-// in flight (bench/NOTES.md, session 5).
+// in flight (bench/NOTES.md, session 5); at the least they are 10-20% faster (session 12).
 template <int kNTiles>
 Launchable variant_kernel(int variant) {
   constexpr int kRegSteps = kNTiles <= 4 ? 4 : 2;  // registers: more accumulators, fewer W in flight
@@ -592,12 +431,12 @@ Launchable variant_kernel(int variant) {
   using CpAsync = std::false_type;
   switch (variant) {
     case 0:
-      l.kernel = small_m_registers_kernel<kNTiles, kRegSteps, false>;
-      l.smem = 3 * static_cast<std::size_t>(Batch<kRegSteps>::template x_bytes<kNTiles>());
+      l = {small_m_registers_kernel<kNTiles, kRegSteps, false>,
+           3 * static_cast<std::size_t>(Batch<kRegSteps>::template x_bytes<kNTiles>())};
       break;
     case 1:
-      l.kernel = small_m_registers_kernel<kNTiles, kRegSteps, true>;
-      l.smem = 3 * static_cast<std::size_t>(Batch<kRegSteps>::template x_bytes<kNTiles>());
+      l = {small_m_registers_kernel<kNTiles, kRegSteps, true>,
+           3 * static_cast<std::size_t>(Batch<kRegSteps>::template x_bytes<kNTiles>())};
       break;
     case 2:
       ring(I2{}, I2{}, CpAsync{});
@@ -605,35 +444,16 @@ Launchable variant_kernel(int variant) {
     case 3:
       ring(I2{}, I2{}, Bulk{});
       break;
-    case 4:
+    default:
       ring(I4{}, I1{}, Bulk{});
       break;
-    default: {
-      auto tma = [&](auto min_blocks) {
-        constexpr int kBlocks = decltype(min_blocks)::value;
-        constexpr int kStages = tma_stages<kNTiles, kBlocks>();
-        static_assert(kStages >= 3, "a pipeline needs three stages");
-        l.tma_kernel = small_m_tma_kernel<kNTiles, kStages, kBlocks>;
-        l.smem = static_cast<std::size_t>(kStages) * (kTmaWBytes + tma_x_bytes<kNTiles>()) + 1024;
-        l.threads = kTmaThreads;
-        l.x_box_rows = kNTiles * 8;
-      };
-      if (variant == 5) {
-        tma(I1{});
-      } else {
-        tma(I2{});
-      }
-      break;
-    }
   }
   static std::array<std::array<std::atomic<bool>, kSmallMVariants>, 64> configured{};
   int device = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device][variant].load()) {
-    const void* fn =
-        l.kernel != nullptr ? reinterpret_cast<const void*>(l.kernel) : reinterpret_cast<const void*>(l.tma_kernel);
     GPUSCOUT_CUDA_CHECK(
-        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)));
+        cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)));
     int carveout = cudaSharedmemCarveoutMaxShared;
     if (variant <= 1) {
       int smem_per_sm = 0;
@@ -642,7 +462,7 @@ Launchable variant_kernel(int variant) {
       carveout = static_cast<int>(std::min<std::size_t>(
           100, (needed * 100 + static_cast<std::size_t>(smem_per_sm) - 1) / static_cast<std::size_t>(smem_per_sm)));
     }
-    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(l.kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
     if (device >= 0 && device < static_cast<int>(configured.size())) configured[device][variant].store(true);
   }
   return l;
@@ -658,9 +478,8 @@ Launchable launchable(int rows, int variant) {
 }  // namespace
 
 const char* small_m_variant_name(int variant) {
-  static const char* const names[kSmallMVariants] = {
-      "registers",           "registers+L2::256B",  "cp.async ring", "bulk ring", "bulk ring 1 block/SM",
-      "TMA ring 1 block/SM", "TMA ring 2 blocks/SM"};
+  static const char* const names[kSmallMVariants] = {"registers", "registers+L2::256B", "cp.async ring", "bulk ring",
+                                                     "bulk ring 1 block/SM"};
   return variant >= 0 && variant < kSmallMVariants ? names[variant] : "?";
 }
 
@@ -668,11 +487,7 @@ int small_m_gemm_blocks_per_sm(int rows, int variant) {
   if (rows < 1 || rows > kSmallMMaxRows || variant < 0 || variant >= kSmallMVariants) return 0;
   const Launchable l = launchable(rows, variant);
   int blocks = 0;
-  if (l.kernel != nullptr) {
-    GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, l.kernel, l.threads, l.smem));
-  } else {
-    GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, l.tma_kernel, l.threads, l.smem));
-  }
+  GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, l.kernel, kThreads, l.smem));
   return blocks;
 }
 
@@ -710,15 +525,8 @@ bool launch_small_m_gemm(const bf16* x, int rows, const bf16* w, int n, int k, i
   if (check_small_m_gemm(x, rows, w, n, k, split, ws) != nullptr) return false;
   const Launchable l = launchable(rows, variant);
   const int tiles = (n + kSmallMTileCols - 1) / kSmallMTileCols;
-  const dim3 grid(tiles, small_m_gemm_effective_split(k, split));
-  if (l.tma_kernel != nullptr) {
-    launch_kernel(l.tma_kernel, grid, l.threads, l.smem, stream, bf16_tensor_map(w, k, n, kSmallMTileCols),
-                  bf16_tensor_map(x, k, rows, l.x_box_rows), rows, n, k, steps_per_split(k, split), residual, y,
-                  ws.counters, ws.partials);
-    return true;
-  }
-  launch_kernel(l.kernel, grid, kThreads, l.smem, stream, x, rows, w, n, k, steps_per_split(k, split), residual, y,
-                ws.counters, ws.partials);
+  launch_kernel(l.kernel, dim3(tiles, small_m_gemm_effective_split(k, split)), kThreads, l.smem, stream, x, rows, w, n,
+                k, steps_per_split(k, split), residual, y, ws.counters, ws.partials);
   return true;
 }
 

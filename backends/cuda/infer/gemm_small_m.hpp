@@ -23,10 +23,8 @@ inline constexpr int kSmallMTileCols = 128;
 inline constexpr int kSmallMSplits[] = {1, 2, 3, 4, 5, 6, 8, 11, 16};
 // How W reaches the tensor cores: 0 registers, 1 registers with an L2 256-byte fetch hint, 2 a
 // cp.async shared-memory ring, 3 a bulk-copy (cp.async.bulk + mbarrier) ring, 4 the bulk ring with
-// twice the batch and one block per SM, 5 and 6 W and x tiles by TMA tensor copies (a producer warp,
-// W issued before the wait) at one and two blocks per SM. Each computes the same sums in the same
-// order.
-inline constexpr int kSmallMVariants = 7;
+// twice the batch and one block per SM. Each computes the same sums in the same order.
+inline constexpr int kSmallMVariants = 5;
 const char* small_m_variant_name(int variant);
 // Blocks of the variant's kernel for `rows` that fit one SM (occupancy API; a diagnostic).
 int small_m_gemm_blocks_per_sm(int rows, int variant);

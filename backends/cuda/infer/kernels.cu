@@ -10,7 +10,6 @@
 #include <cfloat>
 #include <climits>
 #include <cstdint>
-#include <stdexcept>
 #include <type_traits>
 
 #include "gpuscout/cuda/check.hpp"
@@ -377,17 +376,6 @@ __global__ void argmax_merge_kernel(const std::int32_t* candidate_index, const f
   out[r] = best.index;
 }
 
-// The probe's writer (launch_delayed_copy): lets the next kernel launch at once, then writes late.
-__global__ void delayed_copy_kernel(const uint4* src, uint4* dst, std::int64_t vectors, std::uint64_t delay_ns) {
-  pdl_trigger();
-  std::uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < delay_ns);
-  for (std::int64_t i = threadIdx.x; i < vectors; i += blockDim.x) dst[i] = src[i];
-}
-
 // ---------------------------------------------------------------------------------------------
 // Skinny GEMM. Each warp owns kCols consecutive rows of W (output columns) and streams them with
 // 16-byte loads, kLoads chunks per lane in flight; x chunks come through L1 (every warp of the
@@ -711,15 +699,6 @@ void launch_argmax_merge(const std::int32_t* candidate_index, const float* candi
   if (rows <= 0) return;
   launch_kernel(argmax_merge_kernel, (rows + 127) / 128, 128, 0, stream, candidate_index, candidate_value, ranks, rows,
                 out);
-}
-
-void launch_delayed_copy(const void* src, void* dst, std::size_t bytes, std::uint64_t delay_ns, cudaStream_t stream) {
-  if (bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0 ||
-      reinterpret_cast<std::uintptr_t>(dst) % 16 != 0) {
-    throw std::invalid_argument("launch_delayed_copy: bytes and both pointers must be multiples of 16");
-  }
-  delayed_copy_kernel<<<1, 256, 0, stream>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst),
-                                             static_cast<std::int64_t>(bytes / 16), delay_ns);
 }
 
 void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf16* w, int n, int k,

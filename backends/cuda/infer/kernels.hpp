@@ -133,12 +133,6 @@ void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, st
 void launch_argmax_merge(const std::int32_t* candidate_index, const float* candidate_value, int ranks, int rows,
                          std::int32_t* out, cudaStream_t stream);
 
-// For probes of programmatic launch (GemmRunner): one block that lets the next kernel in the stream
-// launch at once (griddepcontrol.launch_dependents), waits delay_ns, then copies `bytes` (a multiple
-// of 16, 16-byte aligned) from src to dst. A next kernel that reads dst without waiting for it
-// (griddepcontrol.wait) reads the old contents. Launched without programmatic serialization.
-void launch_delayed_copy(const void* src, void* dst, std::size_t bytes, std::uint64_t delay_ns, cudaStream_t stream);
-
 // y[r, n] = sum_k x[r, k] * w[n, k] (+ residual[r, n] when not null) for rows <= kSkinnyMaxRows:
 // the bandwidth-bound decode GEMM (weights streamed once with 16-byte loads). y may alias residual.
 inline constexpr int kSkinnyMaxRows = 8;
