@@ -87,10 +87,10 @@ struct Tile {
   }
 };
 
-template <int D>
+template <int D, int S>
 constexpr std::size_t dynamic_smem_bytes(int num_seqs) {
-  return (2ull * kStages * Tile<D>::kElems + kStages * kMaxGroup * D) * 2 +
-         (kStages + 1) * kTileRows * sizeof(std::uint32_t) + (static_cast<std::size_t>(num_seqs) + 1) * sizeof(int);
+  return (2ull * S * Tile<D>::kElems + S * kMaxGroup * D) * 2 + (S + 1) * kTileRows * sizeof(std::uint32_t) +
+         (static_cast<std::size_t>(num_seqs) + 1) * sizeof(int);
 }
 
 // Workspace: counters[kMaxPairs] (zero before the first launch; every launch leaves them zero),
@@ -129,17 +129,19 @@ struct TileCursor {
   }
 };
 
-template <int D>
-__global__ void __launch_bounds__(kThreads)
+// S: the pipeline's stages (kStages, or 2 to fit three blocks per SM: fewer tiles ahead per block,
+// more warps per SM to hide the per-tile work's latency).
+template <int D, int S>
+__global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
     decode_attention_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
                             AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2) {
   using T = Tile<D>;
   extern __shared__ uint4 dynamic_smem[];
-  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [kStages][kElems]
-  bf16* vs = ks + kStages * T::kElems;                                          // [kStages][kElems]
-  bf16* qs = vs + kStages * T::kElems;                                          // [kStages][kMaxGroup][D]
-  auto* ring = reinterpret_cast<std::uint32_t*>(qs + kStages * kMaxGroup * D);  // [kStages + 1][kTileRows]
-  int* prefix = reinterpret_cast<int*>(ring + (kStages + 1) * kTileRows);       // [num_seqs + 1]
+  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [S][kElems]
+  bf16* vs = ks + S * T::kElems;                                          // [S][kElems]
+  bf16* qs = vs + S * T::kElems;                                          // [S][kMaxGroup][D]
+  auto* ring = reinterpret_cast<std::uint32_t*>(qs + S * kMaxGroup * D);  // [S + 1][kTileRows]
+  int* prefix = reinterpret_cast<int*>(ring + (S + 1) * kTileRows);       // [num_seqs + 1]
   __shared__ float warp_max[kWarps][kMaxGroup], warp_sum[kWarps][kMaxGroup];
   __shared__ int scan[kWarps];
   __shared__ int merging;
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const TileCursor start = lookup;
   // Cache rows (block * kv_heads + kvh) * block_size + offset of the tile at `lookup`, one per
-  // thread of the first 64, into ring slot x % (kStages + 1); then the cursor moves on.
+  // thread of the first 64, into ring slot x % (S + 1); then the cursor moves on.
   auto lookup_tile = [&] {
     if (lookup.x < x1) {
       if (tid < kTileRows) {
@@ -221,19 +223,19 @@ __global__ void __launch_bounds__(kThreads)
               (static_cast<std::uint32_t>(table[token / shape.block_size]) * kv_heads + lookup.kvh) * shape.block_size +
               token % shape.block_size;
         }
-        ring[(lookup.x % (kStages + 1)) * kTileRows + tid] = row;
+        ring[(lookup.x % (S + 1)) * kTileRows + tid] = row;
       }
       lookup.advance(prefix, batch, kv_heads);
     }
   };
-  for (int s = 0; s < kStages; ++s) lookup_tile();
+  for (int s = 0; s < S; ++s) lookup_tile();
   __syncthreads();  // the ring's first slots
 
   // Rows of tile `at` into `stage`: all of them, or (newest = -1) all but the newest token's, or
   // (newest = 1) only that one. The newest token (position ctx - 1) has its K/V stored by the
   // kernel before this one, every other row by earlier steps.
   auto issue_rows = [&](const TileCursor& at, int stage, int newest) {
-    const std::uint32_t* rows = ring + (at.x % (kStages + 1)) * kTileRows;
+    const std::uint32_t* rows = ring + (at.x % (S + 1)) * kTileRows;
     const int newest_row = at.ctx - 1 - at.j * kTileRows;  // in this tile if below kTileRows
 #pragma unroll
     for (int c = tid; c < kTileRows * T::kChunks; c += kThreads) {
@@ -255,10 +257,10 @@ __global__ void __launch_bounds__(kThreads)
       cp_async16(qs + (stage * kMaxGroup + h) * D + cc * 8, src, 16);
     }
   };
-  // The first kStages - 1 tiles but their newest rows are requested before pdl_wait, so that their
+  // The first S - 1 tiles but their newest rows are requested before pdl_wait, so that their
   // latency overlaps the end of the kernel before.
   TileCursor issue = start;
-  for (int s = 0; s < kStages - 1 && x0 < x1 && issue.x < x1; ++s) {
+  for (int s = 0; s < S - 1 && x0 < x1 && issue.x < x1; ++s) {
     issue_rows(issue, s, -1);
     issue.advance(prefix, batch, kv_heads);
   }
@@ -276,16 +278,16 @@ __global__ void __launch_bounds__(kThreads)
   if (x0 >= x1) return;
   {
     TileCursor at = start;
-    for (int s = 0; s < kStages - 1 && at.x < x1; ++s) {
+    for (int s = 0; s < S - 1 && at.x < x1; ++s) {
       issue_rows(at, s, 1);
       issue_queries(at, s);
       at.advance(prefix, batch, kv_heads);
     }
   }
-  // The first tiles are one commit group, followed by empty ones: the loop below counts kStages - 1
+  // The first tiles are one commit group, followed by empty ones: the loop below counts S - 1
   // groups ahead of tile 0, and each tile's group is at or before its own position in that count.
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) cp_async_commit();
+  for (int s = 0; s < S - 1; ++s) cp_async_commit();
 
   auto issue_tile = [&](int stage) {
     if (issue.x < x1) {
@@ -301,8 +303,8 @@ __global__ void __launch_bounds__(kThreads)
   float m = -INFINITY, l = 0.0f;
   TileCursor cur = start;
   for (int it = 0; cur.x < x1; ++it) {
-    const int stage = it % kStages;
-    cp_async_wait<kStages - 2>();
+    const int stage = it % S;
+    cp_async_wait<S - 2>();
     __syncthreads();  // tile `it` has landed for every thread; tile it - 1 is no longer read
     if (cur.j == 0 || cur.x == x0) {
       const bf16* qrow = qs + (stage * kMaxGroup + g) * D;
@@ -316,8 +318,8 @@ __global__ void __launch_bounds__(kThreads)
       m = -INFINITY;
       l = 0.0f;
     }
-    lookup_tile();  // tile it + kStages, into the slot tile it - 1 used
-    issue_tile((it + kStages - 1) % kStages);
+    lookup_tile();  // tile it + S, into the slot tile it - 1 used
+    issue_tile((it + S - 1) % S);
 
     // S (query heads x this warp's 16 tokens) = Q K^T.
     const bf16* kt = ks + stage * T::kElems;
@@ -481,22 +483,33 @@ __global__ void __launch_bounds__(kThreads)
 
 // Blocks resident per SM (registers and shared memory decide), once per process; the dynamic
 // shared memory limit is raised once per device.
-template <int D>
+template <int D, int S>
 int resident_blocks_per_sm(int device) {
   static std::array<std::atomic<bool>, 64> configured{};
-  auto* kernel = decode_attention_kernel<D>;
+  auto* kernel = decode_attention_kernel<D, S>;
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device].load()) {
     GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(dynamic_smem_bytes<D>(kMaxPairs))));
+                                             static_cast<int>(dynamic_smem_bytes<D, S>(kMaxPairs))));
     if (device >= 0 && device < static_cast<int>(configured.size())) configured[device].store(true);
   }
   static const int blocks = [kernel] {
     int n = 0;
     GPUSCOUT_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dynamic_smem_bytes<D>(256)));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dynamic_smem_bytes<D, S>(256)));
     return std::max(n, 1);
   }();
   return blocks;
+}
+
+// The pipeline depths a plan may ask for (DecodeAttentionPlan::stages; 0 is kStages).
+constexpr int kShallowStages = 2;
+template <typename F>
+void dispatch_stages(int stages, F&& f) {
+  if (stages == kShallowStages) {
+    f(std::integral_constant<int, kShallowStages>{});
+  } else {
+    f(std::integral_constant<int, kStages>{});
+  }
 }
 
 }  // namespace streaming
@@ -785,7 +798,7 @@ std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_d
   return kMaxPairs * sizeof(int) + parts * (head_dim + 2) * sizeof(float);
 }
 
-void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
+void launch_decode_attention_grid(int grid_blocks, int stages, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                   void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
@@ -798,12 +811,14 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
   const CurrentDevice current = current_device();
   const int device = current.device, sms = current.sms;
   dispatch_head_dim(shape.head_dim, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    const int resident = streaming::resident_blocks_per_sm<D>(device);
-    const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
-    launch_kernel(streaming::decode_attention_kernel<D>, dim3(blocks), streaming::kThreads,
-                  streaming::dynamic_smem_bytes<D>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch, shape,
-                  ws, out, out_stride, scale_log2);
+    streaming::dispatch_stages(stages, [&](auto st) {
+      constexpr int D = decltype(d)::value, S = decltype(st)::value;
+      const int resident = streaming::resident_blocks_per_sm<D, S>(device);
+      const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
+      launch_kernel(streaming::decode_attention_kernel<D, S>, dim3(blocks), streaming::kThreads,
+                    streaming::dynamic_smem_bytes<D, S>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch,
+                    shape, ws, out, out_stride, scale_log2);
+    });
   });
 }
 
@@ -834,8 +849,9 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
   const bool streaming =
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
   if (streaming) {
-    launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
-                                 batch, shape, workspace, out, out_stride, stream);
+    launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0,
+                                 plan.kernel == K::streaming ? plan.stages : 0, q, q_stride, k_cache, v_cache, batch,
+                                 shape, workspace, out, out_stride, stream);
   } else {
     launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
   }
@@ -844,12 +860,19 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
   const CurrentDevice current = current_device();
   const int device = current.device, sms = current.sms;
-  int resident = 1;
-  dispatch_head_dim(head_dim,
-                    [&](auto d) { resident = streaming::resident_blocks_per_sm<decltype(d)::value>(device); });
-  std::vector<DecodeAttentionPlan> plans{{DecodeAttentionPlan::Kernel::split, 0}};
+  int resident = 1, shallow_resident = 1;
+  dispatch_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    resident = streaming::resident_blocks_per_sm<D, streaming::kStages>(device);
+    shallow_resident = streaming::resident_blocks_per_sm<D, streaming::kShallowStages>(device);
+  });
+  std::vector<DecodeAttentionPlan> plans{{DecodeAttentionPlan::Kernel::split, 0, 0}};
   for (int per_sm = 1; per_sm <= resident && sms * per_sm <= streaming::kMaxGridBlocks; ++per_sm) {
-    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm});
+    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm, 0});
+  }
+  // The shallow pipeline only where it fits more blocks per SM than the deep one.
+  if (shallow_resident > resident && sms * shallow_resident <= streaming::kMaxGridBlocks) {
+    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * shallow_resident, streaming::kShallowStages});
   }
   return plans;
 }
@@ -863,6 +886,7 @@ std::string describe(const DecodeAttentionPlan& plan) {
       std::string s = "streaming " + std::to_string(plan.grid_blocks) + " blocks";
       if (plan.grid_blocks > 0 && plan.grid_blocks % sms == 0)
         s += " (" + std::to_string(plan.grid_blocks / sms) + "/SM)";
+      if (plan.stages == streaming::kShallowStages) s += ", " + std::to_string(plan.stages) + " stages";
       return plan.grid_blocks > 0 ? s : "streaming (SMs x resident blocks)";
     }
     default:
