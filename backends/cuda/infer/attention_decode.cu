@@ -69,6 +69,8 @@ constexpr int kTileRows = kWarps * 16;  // tokens per tile: 16 per warp
 // H200: ~4 TB/s x ~1 us = 4 MB in flight, 30 KB per SM; 2 resident blocks x 2 tiles ahead x 32 KB
 // of K+V (D 128) give 128 KB.
 constexpr int kStages = 3;
+// Tiles beyond the ring whose K/V rows are prefetched into the L2 (about 64 KB per block ahead).
+constexpr int kPrefetchTiles = 2;
 constexpr int kMaxGridBlocks = 1024;  // workspace bound (132 SMs x 2 resident blocks = 264)
 constexpr std::uint32_t kNoRow = 0xffffffffu;
 
@@ -257,13 +259,36 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
       cp_async16(qs + (stage * kMaxGroup + h) * D + cc * 8, src, 16);
     }
   };
+  // The K and V rows of tile `at` asked of the L2 (cp.async.bulk.prefetch, one per run of rows in a
+  // cache block), then the cursor moves on: kPrefetchTiles tiles beyond those in the ring are on
+  // their way from HBM without holding shared memory, which caps the ring at S tiles per block.
+  auto prefetch_tile = [&](TileCursor& at) {
+    if (at.x >= x1) return;
+    const int token = at.j * kTileRows + tid;
+    if (tid < kTileRows && token < at.ctx && (tid == 0 || token % shape.block_size == 0)) {
+      const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(at.seq) * batch.max_blocks_per_seq;
+      const int in_block = token % shape.block_size;
+      const int rows = min(min(shape.block_size - in_block, kTileRows - tid), at.ctx - token);
+      const std::int64_t row =
+          (static_cast<std::int64_t>(table[token / shape.block_size]) * kv_heads + at.kvh) * shape.block_size +
+          in_block;
+      const auto bytes = static_cast<unsigned>(rows * D * sizeof(bf16));
+      prefetch_l2_bulk(k_cache + row * D, bytes);
+      prefetch_l2_bulk(v_cache + row * D, bytes);
+    }
+    at.advance(prefix, batch, kv_heads);
+  };
+
   // The first S - 1 tiles but their newest rows are requested before pdl_wait, so that their
-  // latency overlaps the end of the kernel before.
+  // latency overlaps the end of the kernel before, and the kPrefetchTiles after them asked of the
+  // L2 (the newest row among them too: the L2 is where the previous kernel's store lands anyway).
   TileCursor issue = start;
   for (int s = 0; s < S - 1 && x0 < x1 && issue.x < x1; ++s) {
     issue_rows(issue, s, -1);
     issue.advance(prefix, batch, kv_heads);
   }
+  TileCursor ahead = issue;
+  for (int p = 0; p < kPrefetchTiles && x0 < x1; ++p) prefetch_tile(ahead);
 
   // Q and the newest K/V come from the kernel before this one; `out` is read by earlier ones.
   pdl_wait();
@@ -320,6 +345,7 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
     }
     lookup_tile();  // tile it + S, into the slot tile it - 1 used
     issue_tile((it + S - 1) % S);
+    prefetch_tile(ahead);  // tile it + S - 1 + kPrefetchTiles
 
     // S (query heads x this warp's 16 tokens) = Q K^T.
     const bf16* kt = ks + stage * T::kElems;
