@@ -482,7 +482,7 @@ struct BatchHost {
 enum class DecodeKernel { automatic, streaming, split };
 
 void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode,
-                        DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0, int stages = 0) {
+                        DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0) {
   const int seqs = static_cast<int>(b.ctx.size());
   const Paged p = make_paged(shape, b.ctx);
   int rows = 0, max_q = 0, max_ctx = 0;
@@ -508,8 +508,8 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
     for (int launch = 0; launch < 2; ++launch) {
       dout.upload(std::vector<u16>(dout.n, kPoison));
       if (kernel == DecodeKernel::streaming) {
-        launch_decode_attention_grid(grid_blocks, stages, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch,
-                                     shape, ws.p, dout.as<bf16>(), out_stride, nullptr);
+        launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
+                                     ws.p, dout.as<bf16>(), out_stride, nullptr);
       } else if (kernel == DecodeKernel::split) {
         launch_decode_attention_split(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
                                       dout.as<bf16>(), out_stride, nullptr);
@@ -555,7 +555,6 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
 void run_decode_cases(const std::string& name, const AttentionShape& shape, const BatchHost& b) {
   run_attention_case(name, shape, b, true);
   run_attention_case(name + " [streaming]", shape, b, true, DecodeKernel::streaming);
-  run_attention_case(name + " [streaming, 2 stages]", shape, b, true, DecodeKernel::streaming, 0, 2);
   run_attention_case(name + " [split]", shape, b, true, DecodeKernel::split);
 }
 
@@ -600,10 +599,6 @@ void test_decode_attention() {
                      DecodeKernel::streaming, 1);
   run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1024)", llama, longer, true,
                      DecodeKernel::streaming, 1024);
-  run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1, 2 stages)", llama, longer, true,
-                     DecodeKernel::streaming, 1, 2);
-  run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1024, 2 stages)", llama, longer, true,
-                     DecodeKernel::streaming, 1024, 2);
   const AttentionShape group8{64, 8, 128, 16};  // Llama-3.1-70B: 8 query heads per KV head
   run_decode_cases("decode attention D 128 heads 64 kv 8 (5000 tokens)", group8, longer);
   // The engine's batch-32 decode benchmark: contexts 512..576 (uneven tile counts), one padding row.
@@ -892,8 +887,7 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     std::snprintf(context, sizeof context, c.lo == c.hi ? "%d" : "%d..%d", c.lo, c.hi);
     std::printf("%6d %12s", batch_size, context);
     float default_ms = 0;
-    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid (3 and 4
-    // blocks per SM with the 2-stage pipeline).
+    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid.
     for (const int per_sm : {-1, 0, 1, 2, 3, 4}) {
       const float ms = median_ms(
           [&](int i) {
@@ -906,10 +900,8 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
               launch_decode_attention_split(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
                                             out.as<bf16>(), 4096, nullptr);
             } else {
-              // Past the deep pipeline's 2 per SM: the 2-stage one.
-              launch_decode_attention_grid(per_sm * prop.multiProcessorCount, per_sm > 2 ? 2 : 0, q.as<bf16>(),
-                                           q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p, out.as<bf16>(), 4096,
-                                           nullptr);
+              launch_decode_attention_grid(per_sm * prop.multiProcessorCount, q.as<bf16>(), q_stride, k.as<bf16>(),
+                                           v.as<bf16>(), bi, shape, ws.p, out.as<bf16>(), 4096, nullptr);
             }
           },
           10);

@@ -69,8 +69,6 @@ constexpr int kTileRows = kWarps * 16;  // tokens per tile: 16 per warp
 // H200: ~4 TB/s x ~1 us = 4 MB in flight, 30 KB per SM; 2 resident blocks x 2 tiles ahead x 32 KB
 // of K+V (D 128) give 128 KB.
 constexpr int kStages = 3;
-// Tiles beyond the ring whose K/V rows are prefetched into the L2 (about 64 KB per block ahead).
-constexpr int kPrefetchTiles = 2;
 constexpr int kMaxGridBlocks = 1024;  // workspace bound (132 SMs x 2 resident blocks = 264)
 constexpr std::uint32_t kNoRow = 0xffffffffu;
 
@@ -89,10 +87,10 @@ struct Tile {
   }
 };
 
-template <int D, int S>
+template <int D>
 constexpr std::size_t dynamic_smem_bytes(int num_seqs) {
-  return (2ull * S * Tile<D>::kElems + S * kMaxGroup * D) * 2 + (S + 1) * kTileRows * sizeof(std::uint32_t) +
-         (static_cast<std::size_t>(num_seqs) + 1) * sizeof(int);
+  return (2ull * kStages * Tile<D>::kElems + kStages * kMaxGroup * D) * 2 +
+         (kStages + 1) * kTileRows * sizeof(std::uint32_t) + (static_cast<std::size_t>(num_seqs) + 1) * sizeof(int);
 }
 
 // Workspace: counters[kMaxPairs] (zero before the first launch; every launch leaves them zero),
@@ -131,19 +129,17 @@ struct TileCursor {
   }
 };
 
-// S: the pipeline's stages (kStages, or 2 to fit three blocks per SM: fewer tiles ahead per block,
-// more warps per SM to hide the per-tile work's latency).
-template <int D, int S>
-__global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
+template <int D>
+__global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
                             AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2) {
   using T = Tile<D>;
   extern __shared__ uint4 dynamic_smem[];
-  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [S][kElems]
-  bf16* vs = ks + S * T::kElems;                                          // [S][kElems]
-  bf16* qs = vs + S * T::kElems;                                          // [S][kMaxGroup][D]
-  auto* ring = reinterpret_cast<std::uint32_t*>(qs + S * kMaxGroup * D);  // [S + 1][kTileRows]
-  int* prefix = reinterpret_cast<int*>(ring + (S + 1) * kTileRows);       // [num_seqs + 1]
+  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [kStages][kElems]
+  bf16* vs = ks + kStages * T::kElems;                                          // [kStages][kElems]
+  bf16* qs = vs + kStages * T::kElems;                                          // [kStages][kMaxGroup][D]
+  auto* ring = reinterpret_cast<std::uint32_t*>(qs + kStages * kMaxGroup * D);  // [kStages + 1][kTileRows]
+  int* prefix = reinterpret_cast<int*>(ring + (kStages + 1) * kTileRows);       // [num_seqs + 1]
   __shared__ float warp_max[kWarps][kMaxGroup], warp_sum[kWarps][kMaxGroup];
   __shared__ int scan[kWarps];
   __shared__ int merging;
@@ -212,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
   }
   const TileCursor start = lookup;
   // Cache rows (block * kv_heads + kvh) * block_size + offset of the tile at `lookup`, one per
-  // thread of the first 64, into ring slot x % (S + 1); then the cursor moves on.
+  // thread of the first 64, into ring slot x % (kStages + 1); then the cursor moves on.
   auto lookup_tile = [&] {
     if (lookup.x < x1) {
       if (tid < kTileRows) {
@@ -225,19 +221,19 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
               (static_cast<std::uint32_t>(table[token / shape.block_size]) * kv_heads + lookup.kvh) * shape.block_size +
               token % shape.block_size;
         }
-        ring[(lookup.x % (S + 1)) * kTileRows + tid] = row;
+        ring[(lookup.x % (kStages + 1)) * kTileRows + tid] = row;
       }
       lookup.advance(prefix, batch, kv_heads);
     }
   };
-  for (int s = 0; s < S; ++s) lookup_tile();
+  for (int s = 0; s < kStages; ++s) lookup_tile();
   __syncthreads();  // the ring's first slots
 
   // Rows of tile `at` into `stage`: all of them, or (newest = -1) all but the newest token's, or
   // (newest = 1) only that one. The newest token (position ctx - 1) has its K/V stored by the
   // kernel before this one, every other row by earlier steps.
   auto issue_rows = [&](const TileCursor& at, int stage, int newest) {
-    const std::uint32_t* rows = ring + (at.x % (S + 1)) * kTileRows;
+    const std::uint32_t* rows = ring + (at.x % (kStages + 1)) * kTileRows;
     const int newest_row = at.ctx - 1 - at.j * kTileRows;  // in this tile if below kTileRows
 #pragma unroll
     for (int c = tid; c < kTileRows * T::kChunks; c += kThreads) {
@@ -259,36 +255,13 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
       cp_async16(qs + (stage * kMaxGroup + h) * D + cc * 8, src, 16);
     }
   };
-  // The K and V rows of tile `at` asked of the L2 (cp.async.bulk.prefetch, one per run of rows in a
-  // cache block), then the cursor moves on: kPrefetchTiles tiles beyond those in the ring are on
-  // their way from HBM without holding shared memory, which caps the ring at S tiles per block.
-  auto prefetch_tile = [&](TileCursor& at) {
-    if (at.x >= x1) return;
-    const int token = at.j * kTileRows + tid;
-    if (tid < kTileRows && token < at.ctx && (tid == 0 || token % shape.block_size == 0)) {
-      const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(at.seq) * batch.max_blocks_per_seq;
-      const int in_block = token % shape.block_size;
-      const int rows = min(min(shape.block_size - in_block, kTileRows - tid), at.ctx - token);
-      const std::int64_t row =
-          (static_cast<std::int64_t>(table[token / shape.block_size]) * kv_heads + at.kvh) * shape.block_size +
-          in_block;
-      const auto bytes = static_cast<unsigned>(rows * D * sizeof(bf16));
-      prefetch_l2_bulk(k_cache + row * D, bytes);
-      prefetch_l2_bulk(v_cache + row * D, bytes);
-    }
-    at.advance(prefix, batch, kv_heads);
-  };
-
-  // The first S - 1 tiles but their newest rows are requested before pdl_wait, so that their
-  // latency overlaps the end of the kernel before, and the kPrefetchTiles after them asked of the
-  // L2 (the newest row among them too: the L2 is where the previous kernel's store lands anyway).
+  // The first kStages - 1 tiles but their newest rows are requested before pdl_wait, so that their
+  // latency overlaps the end of the kernel before.
   TileCursor issue = start;
-  for (int s = 0; s < S - 1 && x0 < x1 && issue.x < x1; ++s) {
+  for (int s = 0; s < kStages - 1 && x0 < x1 && issue.x < x1; ++s) {
     issue_rows(issue, s, -1);
     issue.advance(prefix, batch, kv_heads);
   }
-  TileCursor ahead = issue;
-  for (int p = 0; p < kPrefetchTiles && x0 < x1; ++p) prefetch_tile(ahead);
 
   // Q and the newest K/V come from the kernel before this one; `out` is read by earlier ones.
   pdl_wait();
@@ -303,16 +276,16 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
   if (x0 >= x1) return;
   {
     TileCursor at = start;
-    for (int s = 0; s < S - 1 && at.x < x1; ++s) {
+    for (int s = 0; s < kStages - 1 && at.x < x1; ++s) {
       issue_rows(at, s, 1);
       issue_queries(at, s);
       at.advance(prefix, batch, kv_heads);
     }
   }
-  // The first tiles are one commit group, followed by empty ones: the loop below counts S - 1
+  // The first tiles are one commit group, followed by empty ones: the loop below counts kStages - 1
   // groups ahead of tile 0, and each tile's group is at or before its own position in that count.
 #pragma unroll
-  for (int s = 0; s < S - 1; ++s) cp_async_commit();
+  for (int s = 0; s < kStages - 1; ++s) cp_async_commit();
 
   auto issue_tile = [&](int stage) {
     if (issue.x < x1) {
@@ -328,8 +301,8 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
   float m = -INFINITY, l = 0.0f;
   TileCursor cur = start;
   for (int it = 0; cur.x < x1; ++it) {
-    const int stage = it % S;
-    cp_async_wait<S - 2>();
+    const int stage = it % kStages;
+    cp_async_wait<kStages - 2>();
     __syncthreads();  // tile `it` has landed for every thread; tile it - 1 is no longer read
     if (cur.j == 0 || cur.x == x0) {
       const bf16* qrow = qs + (stage * kMaxGroup + g) * D;
@@ -343,9 +316,8 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
       m = -INFINITY;
       l = 0.0f;
     }
-    lookup_tile();  // tile it + S, into the slot tile it - 1 used
-    issue_tile((it + S - 1) % S);
-    prefetch_tile(ahead);  // tile it + S - 1 + kPrefetchTiles
+    lookup_tile();  // tile it + kStages, into the slot tile it - 1 used
+    issue_tile((it + kStages - 1) % kStages);
 
     // S (query heads x this warp's 16 tokens) = Q K^T.
     const bf16* kt = ks + stage * T::kElems;
@@ -509,33 +481,22 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 3 : 1)
 
 // Blocks resident per SM (registers and shared memory decide), once per process; the dynamic
 // shared memory limit is raised once per device.
-template <int D, int S>
+template <int D>
 int resident_blocks_per_sm(int device) {
   static std::array<std::atomic<bool>, 64> configured{};
-  auto* kernel = decode_attention_kernel<D, S>;
+  auto* kernel = decode_attention_kernel<D>;
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device].load()) {
     GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(dynamic_smem_bytes<D, S>(kMaxPairs))));
+                                             static_cast<int>(dynamic_smem_bytes<D>(kMaxPairs))));
     if (device >= 0 && device < static_cast<int>(configured.size())) configured[device].store(true);
   }
   static const int blocks = [kernel] {
     int n = 0;
     GPUSCOUT_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dynamic_smem_bytes<D, S>(256)));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dynamic_smem_bytes<D>(256)));
     return std::max(n, 1);
   }();
   return blocks;
-}
-
-// The pipeline depths a plan may ask for (DecodeAttentionPlan::stages; 0 is kStages).
-constexpr int kShallowStages = 2;
-template <typename F>
-void dispatch_stages(int stages, F&& f) {
-  if (stages == kShallowStages) {
-    f(std::integral_constant<int, kShallowStages>{});
-  } else {
-    f(std::integral_constant<int, kStages>{});
-  }
 }
 
 }  // namespace streaming
@@ -824,7 +785,7 @@ std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_d
   return kMaxPairs * sizeof(int) + parts * (head_dim + 2) * sizeof(float);
 }
 
-void launch_decode_attention_grid(int grid_blocks, int stages, const bf16* q, int q_stride, const bf16* k_cache,
+void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                   void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
@@ -837,14 +798,12 @@ void launch_decode_attention_grid(int grid_blocks, int stages, const bf16* q, in
   const CurrentDevice current = current_device();
   const int device = current.device, sms = current.sms;
   dispatch_head_dim(shape.head_dim, [&](auto d) {
-    streaming::dispatch_stages(stages, [&](auto st) {
-      constexpr int D = decltype(d)::value, S = decltype(st)::value;
-      const int resident = streaming::resident_blocks_per_sm<D, S>(device);
-      const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
-      launch_kernel(streaming::decode_attention_kernel<D, S>, dim3(blocks), streaming::kThreads,
-                    streaming::dynamic_smem_bytes<D, S>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch,
-                    shape, ws, out, out_stride, scale_log2);
-    });
+    constexpr int D = decltype(d)::value;
+    const int resident = streaming::resident_blocks_per_sm<D>(device);
+    const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
+    launch_kernel(streaming::decode_attention_kernel<D>, dim3(blocks), streaming::kThreads,
+                  streaming::dynamic_smem_bytes<D>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch, shape,
+                  ws, out, out_stride, scale_log2);
   });
 }
 
@@ -875,9 +834,8 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
   const bool streaming =
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
   if (streaming) {
-    launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0,
-                                 plan.kernel == K::streaming ? plan.stages : 0, q, q_stride, k_cache, v_cache, batch,
-                                 shape, workspace, out, out_stride, stream);
+    launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
+                                 batch, shape, workspace, out, out_stride, stream);
   } else {
     launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
   }
@@ -886,19 +844,12 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
   const CurrentDevice current = current_device();
   const int device = current.device, sms = current.sms;
-  int resident = 1, shallow_resident = 1;
-  dispatch_head_dim(head_dim, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    resident = streaming::resident_blocks_per_sm<D, streaming::kStages>(device);
-    shallow_resident = streaming::resident_blocks_per_sm<D, streaming::kShallowStages>(device);
-  });
-  std::vector<DecodeAttentionPlan> plans{{DecodeAttentionPlan::Kernel::split, 0, 0}};
+  int resident = 1;
+  dispatch_head_dim(head_dim,
+                    [&](auto d) { resident = streaming::resident_blocks_per_sm<decltype(d)::value>(device); });
+  std::vector<DecodeAttentionPlan> plans{{DecodeAttentionPlan::Kernel::split, 0}};
   for (int per_sm = 1; per_sm <= resident && sms * per_sm <= streaming::kMaxGridBlocks; ++per_sm) {
-    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm, 0});
-  }
-  // The shallow pipeline only where it fits more blocks per SM than the deep one.
-  if (shallow_resident > resident && sms * shallow_resident <= streaming::kMaxGridBlocks) {
-    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * shallow_resident, streaming::kShallowStages});
+    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm});
   }
   return plans;
 }
@@ -912,7 +863,6 @@ std::string describe(const DecodeAttentionPlan& plan) {
       std::string s = "streaming " + std::to_string(plan.grid_blocks) + " blocks";
       if (plan.grid_blocks > 0 && plan.grid_blocks % sms == 0)
         s += " (" + std::to_string(plan.grid_blocks / sms) + "/SM)";
-      if (plan.stages == streaming::kShallowStages) s += ", " + std::to_string(plan.stages) + " stages";
       return plan.grid_blocks > 0 ? s : "streaming (SMs x resident blocks)";
     }
     default:

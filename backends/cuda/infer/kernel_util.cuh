@@ -195,12 +195,6 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
       : "memory");
 }
 
-// Asks the L2 to fetch `bytes` (a multiple of 16) from 16-byte-aligned global memory; no shared
-// memory, no completion to wait for (sm_90).
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
-
 // Programmatic dependent launch (Hopper+). A kernel launched with launch_kernel() may start while
 // the kernel before it in the stream is still running; it must call pdl_wait() before it reads
 // anything an earlier kernel wrote or writes anything an earlier kernel reads (griddepcontrol.wait
