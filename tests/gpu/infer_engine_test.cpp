@@ -4,8 +4,7 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
-//                     [--no-prefill-gemm-tuning] [--attention-plan split|streaming:BLOCKS]
-//                     [--knock-out norms,rope,attention,silu]
+//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -364,7 +363,7 @@ double median(std::vector<double> v) {
 
 struct BenchFlags {
   int tp = 1;
-  bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true, tune_prefill_gemms = true;
+  bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   unsigned knock_out = 0;
   ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
@@ -390,7 +389,6 @@ int bench(const std::string& model, const BenchFlags& flags) {
   eo.fp8_weights = flags.fp8;
   eo.tune_attention = flags.tune_attention;
   eo.resolve_gemm_ties = flags.resolve_gemm_ties;
-  eo.tune_prefill_gemms = flags.tune_prefill_gemms;
   eo.attention_plan_override = flags.attention_plan;
   if (flags.knock_out != 0) {
     fmt::print("knock-out mask {} (timing attribution; tokens meaningless)\n", flags.knock_out);
@@ -520,7 +518,6 @@ int main(int argc, char** argv) {
       if (a == "--fp8") flags.fp8 = true;
       if (a == "--no-attention-tuning") flags.tune_attention = false;
       if (a == "--no-gemm-ties") flags.resolve_gemm_ties = false;
-      if (a == "--no-prefill-gemm-tuning") flags.tune_prefill_gemms = false;
       if (a == "--attention-plan" && i + 1 < argc) {
         const std::string plan = argv[++i];
         if (plan == "split") {

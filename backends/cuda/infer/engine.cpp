@@ -70,9 +70,6 @@ constexpr std::size_t kAlign = 256;  // cuBLASLt's default operand alignment ass
 constexpr std::size_t kLtWorkspaceBytes = 32ull << 20;
 constexpr int kDefaultMaxContext = 32768;
 constexpr double kGB = 1e9;
-// Prefill GEMMs are compute-bound and take 0.4-3 ms each at 8192 rows: two weight instances per
-// timed round keep the start-up cost of timing 8 candidates x 4 classes near half a second.
-constexpr int kPrefillTuneRotation = 2;
 
 std::size_t align_up(std::size_t v, std::size_t a) {
   return (v + a - 1) / a * a;
@@ -899,18 +896,6 @@ void CudaEngine::Impl::tune(Rank& r, std::vector<std::string>& lines) {
   for (int b : buckets) {
     for (int cls : {r.g_qkv, r.g_o, r.g_gate_up, r.g_down, r.g_lm}) {
       lines.push_back(r.gemm->tune(cls, b, r.gu, r.logits, r.stream));
-    }
-  }
-  // Full prefill steps (max_step_tokens rows: the static batch's and a long prompt's) take the
-  // fastest candidate too: on the H200 at 8192 rows cuBLASLt's first choice for o and down was 4-5%
-  // slower than another (session 6: o 391 against 417 us, down 1379 against 1429; session 12: 386
-  // against 405, 1309 against 1371). Input from act (the widest input), output into gu.
-  if (opt.tune_prefill_gemms && max_step_tokens > buckets.back()) {
-    launch_init_weights(r.act, opt.weight_seed + 13, WeightKind::embedding, 0, 1, 0, 1, 0,
-                        static_cast<std::int64_t>(max_step_tokens) * r.shard.ffn, r.stream);
-    GPUSCOUT_CUDA_CHECK_LAUNCH();
-    for (int cls : {r.g_qkv, r.g_o, r.g_gate_up, r.g_down}) {
-      lines.push_back(r.gemm->tune(cls, max_step_tokens, r.act, r.gu, r.stream, kPrefillTuneRotation));
     }
   }
   GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));

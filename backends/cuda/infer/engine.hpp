@@ -62,9 +62,6 @@ struct EngineOptions {
   // capture each graph with the fastest (CudaEngine::Impl::tune_attention); off: the kernels' own
   // choice by pair count. Only with cuda_graphs (the plans belong to the graphs).
   bool tune_attention = true;
-  // Time cuBLASLt's candidates for the GEMMs of a full prefill step (max_step_tokens rows) at
-  // start-up and keep the fastest, as for the decode buckets; off: the heuristic's first.
-  bool tune_prefill_gemms = true;
   // A plan other than automatic: every decode graph uses it and nothing is timed (A/B runs:
   // infer_engine_test --attention-plan).
   DecodeAttentionPlan attention_plan_override;

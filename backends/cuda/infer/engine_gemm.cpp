@@ -245,11 +245,10 @@ void GemmRunner::run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act,
   run(cls, rows, act, w, y, accumulate, stream);
 }
 
-std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream,
-                             int max_rotation) {
+std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream) {
   Plan& p = plan(cls, rows);
   const Class& c = *classes_[cls];
-  const int rotation = std::clamp(max_rotation, 1, std::min<int>(kMaxRotation, static_cast<int>(c.weights.size())));
+  const int rotation = std::min<int>(kMaxRotation, static_cast<int>(c.weights.size()));
   cudaEvent_t start = nullptr, stop = nullptr;
   GPUSCOUT_CUDA_CHECK(cudaEventCreate(&start));
   GPUSCOUT_CUDA_CHECK(cudaEventCreate(&stop));

@@ -72,10 +72,7 @@ class GemmRunner {
   // The small-m kernel is a candidate only with GPUSCOUT_SMALL_M_GEMM=1 in the environment (read at
   // construction): on the H200 it lost to cuBLASLt at every shape (bench/NOTES.md, session 5) and
   // timing its variants doubled the engine's start-up.
-  // max_rotation: weight instances cycled through per timed round (fewer for compute-bound sizes,
-  // where reading W from L2 instead of HBM changes little and each call is long).
-  std::string tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream,
-                   int max_rotation = 8);
+  std::string tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream);
 
   // The per-call times (us) the last tune() measured; < 0 where a kernel was not a candidate.
   struct TuneTimes {
