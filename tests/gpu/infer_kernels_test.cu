@@ -670,7 +670,8 @@ void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int st
   const std::string label =
       std::string(with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv") +
       (rows == 6 ? ""
-                 : " rows " + std::to_string(rows) + " D " + std::to_string(D) + (stride_pad % 2 ? " odd stride" : ""));
+                 : " rows " + std::to_string(rows) + " D " + std::to_string(D) +
+                       (stride_pad % 2 ? " odd stride" : stride_pad % 8 ? " stride % 8 = 2" : ""));
   const int num_blocks = std::max(8, (rows + 15) / 16 + 1);
   const float theta = 500000.0f;
   std::vector<std::int32_t> positions = {0, 1, 77, 4095, 8191, 131000};
@@ -1237,6 +1238,7 @@ int main(int argc, char** argv) {
       test_rope_store_kv(false, 8197, 64);
       test_rope_store_kv(true, 8197, 32);
       test_rope_store_kv(true, 1100, 128, 1);
+      test_rope_store_kv(true, 1100, 128, 2);  // even stride, not a multiple of 8: the BF16-pair path
       test_skinny_gemm();
       test_ring_gemv_inputs();
       test_ring_gemv_repeats();

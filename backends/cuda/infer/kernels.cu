@@ -162,6 +162,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // ---------------------------------------------------------------------------------------------
 constexpr int kRopeHeadsPerBlock = 8;
+// How the RoPE kernel touches qkv, the bias and the caches: 16-byte vectors where everything is
+// 16-byte aligned (the engine's layouts), else BF16 pairs, else single values.
+enum class RopeAccess { scalar, paired, vec8 };
 constexpr int kRopeMaxTokens = 16;  // tokens per block at prefill sizes
 
 // Block (up to kRopeMaxTokens tokens, group of kRopeHeadsPerBlock Q/K heads): rotates the pairs
@@ -172,11 +175,12 @@ constexpr int kRopeMaxTokens = 16;  // tokens per block at prefill sizes
 // once per 16 tokens: at one token per block a 16 x 512 prefill ran 40,960 blocks at 0.27 of the
 // copy rate (bench/NOTES.md, session 6). The cos/sin are computed before pdl_wait (position and
 // slot are step metadata, copied before the step's first kernel), overlapping the QKV GEMM's
-// tail. `paired`: qkv, the cache and the bias allow 4-byte BF16-pair accesses (i even, D/2 even).
+// tail. `access`: 16-byte vectors (8 i at once) where qkv, the caches and the bias allow them,
+// 4-byte BF16 pairs (i even, D/2 even) where only those, else single values.
 __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions,
                                      const std::int32_t* slot_mapping, int rows, int tokens_per_block,
                                      AttentionShape shape, float theta, bf16* k_cache, bf16* v_cache, const bf16* bias,
-                                     bool paired) {
+                                     RopeAccess access) {
   __shared__ std::int64_t slot_block[kRopeMaxTokens];
   __shared__ int slot_offset[kRopeMaxTokens];
   const int t0 = blockIdx.x * tokens_per_block;
@@ -223,7 +227,41 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
   auto k_dst = [&](int t, int kvh) {
     return k_cache + ((slot_block[t] * shape.kv_heads + kvh) * shape.block_size + slot_offset[t]) * d;
   };
-  if (paired) {
+  if (access == RopeAccess::vec8) {
+    // Work item: (token, head, 8 consecutive i): 16-byte loads and stores of i..i+7 and their partners.
+    const int groups8 = half / 8;
+    const int per_token = heads_here * groups8;
+    for (int p = threadIdx.x; p < tokens * per_token; p += blockDim.x) {
+      const int t = p / per_token, rem = p - t * per_token;
+      const int head = head0 + rem / groups8;
+      const int i = 8 * (rem % groups8);
+      bf16* h = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + head * d;
+      float a[8], b[8];
+      load8(h + i, a);
+      load8(h + i + half, b);
+      if (bias != nullptr) {
+        float ba[8], bb[8];
+        load8(bias + head * d + i, ba);
+        load8(bias + head * d + i + half, bb);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) a[j] += ba[j], b[j] += bb[j];
+      }
+      float ra[8], rb[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float c = cos_t(t)[i + j], sn = sin_t(t)[i + j];
+        ra[j] = a[j] * c - b[j] * sn;
+        rb[j] = b[j] * c + a[j] * sn;
+      }
+      store8(h + i, ra);
+      store8(h + i + half, rb);
+      if (head >= shape.heads && slot_block[t] >= 0) {
+        bf16* dst = k_dst(t, head - shape.heads);
+        store8(dst + i, ra);
+        store8(dst + i + half, rb);
+      }
+    }
+  } else if (access == RopeAccess::paired) {
     // Work item: (token, head, pair of i): 4-byte loads and stores of (i, i + 1) and their partners.
     const int words = half / 2;
     const int per_token = heads_here * words;
@@ -278,6 +316,28 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
   }
   // V: the groups (blockIdx.y) share each token's kv_heads x D values.
   const int v_width = shape.kv_heads * d;
+  if (access == RopeAccess::vec8) {
+    const int per_token = v_width / 8;
+    for (int p = blockIdx.y * blockDim.x + threadIdx.x; p < tokens * per_token; p += gridDim.y * blockDim.x) {
+      const int t = p / per_token, e = 8 * (p - t * per_token);
+      if (slot_block[t] < 0) continue;
+      const bf16* v = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + rotated_heads * d;
+      bf16* dst = v_cache + (slot_block[t] * shape.kv_heads * shape.block_size + slot_offset[t]) * d;
+      const int kvh = e / d, j = e - kvh * d;
+      bf16* out = dst + static_cast<std::int64_t>(kvh) * shape.block_size * d + j;
+      if (bias == nullptr) {
+        *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(v + e);
+      } else {
+        float f[8], bv[8];
+        load8(v + e, f);
+        load8(bias + rotated_heads * d + e, bv);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) f[q] += bv[q];
+        store8(out, f);
+      }
+    }
+    return;
+  }
   for (int t = 0; t < tokens; ++t) {
     if (slot_block[t] < 0) continue;
     const bf16* v = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + rotated_heads * d;
@@ -672,13 +732,17 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
   const int groups = (shape.heads + shape.kv_heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
   // One token per block up to 1023 rows (decode, small chunks), then rows / 512 up to 16.
   const int tokens_per_block = std::clamp(rows / 512, 1, kRopeMaxTokens);
-  const auto aligned4 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 4 == 0; };
-  const bool paired = qkv_stride % 2 == 0 && shape.head_dim % 4 == 0 && aligned4(qkv) && aligned4(k_cache) &&
-                      (qkv_bias == nullptr || aligned4(qkv_bias));
+  const auto aligned = [](const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+  const bool paired = qkv_stride % 2 == 0 && shape.head_dim % 4 == 0 && aligned(qkv, 4) && aligned(k_cache, 4) &&
+                      (qkv_bias == nullptr || aligned(qkv_bias, 4));
+  // 16-byte vectors of 8 BF16: every head, row and cache slot starts on a 16-byte boundary.
+  const bool vec8 = qkv_stride % 8 == 0 && shape.head_dim % 16 == 0 && aligned(qkv, 16) && aligned(k_cache, 16) &&
+                    aligned(v_cache, 16) && (qkv_bias == nullptr || aligned(qkv_bias, 16));
+  const RopeAccess access = vec8 ? RopeAccess::vec8 : paired ? RopeAccess::paired : RopeAccess::scalar;
   const std::size_t smem = (2 * static_cast<std::size_t>(tokens_per_block) + 1) * (shape.head_dim / 2) * sizeof(float);
   launch_kernel(rope_store_kv_kernel, dim3((rows + tokens_per_block - 1) / tokens_per_block, groups), 256, smem, stream,
                 qkv, qkv_stride, positions, slot_mapping, rows, tokens_per_block, shape, rope_theta, k_cache, v_cache,
-                qkv_bias, paired);
+                qkv_bias, access);
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
