@@ -140,8 +140,9 @@ void test_gather() {
 // Widths on the register path (4096, 8192 at its limit, 520 with idle threads), past it (8200) and
 // the scalar path (45).
 void test_rmsnorm() {
-  for (const int width : {4096, 8192, 8200, 520, 45}) {
-    const int rows = 9;
+  // 9 rows: the decode blocks of 256 threads; 600: prefill-sized batches, 128 where the row fits.
+  for (const auto [width, rows] : std::vector<std::pair<int, int>>{
+           {4096, 9}, {8192, 9}, {8200, 9}, {520, 9}, {45, 9}, {4096, 600}, {520, 600}, {8192, 600}}) {
     const auto x = random_bf16(static_cast<std::size_t>(rows) * width, 3.0f);
     std::vector<u16> w(width);
     for (auto& e : w) e = to_b(1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng));
@@ -156,7 +157,7 @@ void test_rmsnorm() {
       const double inv = 1.0 / std::sqrt(ss / width + eps);
       for (int c = 0; c < width; ++c) ref[r * width + c] = to_f(x[r * width + c]) * inv * to_f(w[c]);
     }
-    check_close("rmsnorm width " + std::to_string(width), floats(out.download()), ref);
+    check_close("rmsnorm width " + std::to_string(width) + " rows " + std::to_string(rows), floats(out.download()), ref);
   }
 }
 

@@ -78,24 +78,30 @@ void gather(const bf16* src, const std::int32_t* index, int count, int width, bf
 
 // ---------------------------------------------------------------------------------------------
 constexpr int kRowThreads = 256;
-// Rows up to kNormVectors * 8 * kRowThreads = 8192 wide stay in registers between the reduction
-// and the scaling, and the weights are loaded before the wait: no load after the reduction.
+// Rows up to kNormVectors * 8 * kThreads (8192 wide at 256 threads) stay in registers between the
+// reduction and the scaling, and the weights are loaded before the wait: no load after the reduction.
 constexpr int kNormVectors = 4;
+// Prefill-sized batches (at least kNarrowNormRows rows) of rows that fit 128 threads' registers take
+// blocks of 128: twice the rows in flight per SM. At 256 threads a 8192 x 4096 norm ran at 0.70 of
+// the copy rate (bench/NOTES.md, session 12); decode batches keep 256 (a row's latency matters more).
+constexpr int kNarrowNormThreads = 128;
+constexpr int kNarrowNormRows = 512;
 
-__global__ void __launch_bounds__(kRowThreads)
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
     rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
-  __shared__ float partial[kRowThreads / 32];
+  __shared__ float partial[kThreads / 32];
   const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
   bf16* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
   const bool vec = width % 8 == 0;
-  if (vec && width / 8 <= kNormVectors * kRowThreads) {
+  if (vec && width / 8 <= kNormVectors * kThreads) {
     const int vectors = width / 8;
     const auto* row4 = reinterpret_cast<const uint4*>(row);
     const auto* weight4 = reinterpret_cast<const uint4*>(weight);
     uint4 raw[kNormVectors], scale[kNormVectors];
 #pragma unroll
     for (int i = 0; i < kNormVectors; ++i) {
-      const int v = threadIdx.x + i * kRowThreads;
+      const int v = threadIdx.x + i * kThreads;
       if (v < vectors) scale[i] = weight4[v];  // weights: no earlier kernel writes them
     }
     pdl_wait();
@@ -103,7 +109,7 @@ __global__ void __launch_bounds__(kRowThreads)
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kNormVectors; ++i) {
-      const int v = threadIdx.x + i * kRowThreads;
+      const int v = threadIdx.x + i * kThreads;
       if (v >= vectors) continue;
       raw[i] = row4[v];
       float f[8];
@@ -111,11 +117,11 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
       for (int j = 0; j < 8; ++j) sum += f[j] * f[j];
     }
-    sum = block_sum<kRowThreads>(sum, partial);
+    sum = block_sum<kThreads>(sum, partial);
     const float inv = rsqrtf(sum / static_cast<float>(width) + eps);
 #pragma unroll
     for (int i = 0; i < kNormVectors; ++i) {
-      const int v = threadIdx.x + i * kRowThreads;
+      const int v = threadIdx.x + i * kThreads;
       if (v >= vectors) continue;
       float f[8], w[8];
       unpack8(raw[i], f);
@@ -130,22 +136,22 @@ __global__ void __launch_bounds__(kRowThreads)
   pdl_trigger();
   float sum = 0.0f;
   if (vec) {
-    for (int v = threadIdx.x; v < width / 8; v += kRowThreads) {
+    for (int v = threadIdx.x; v < width / 8; v += kThreads) {
       float f[8];
       load8(row + 8 * v, f);
 #pragma unroll
       for (int j = 0; j < 8; ++j) sum += f[j] * f[j];
     }
   } else {
-    for (int c = threadIdx.x; c < width; c += kRowThreads) {
+    for (int c = threadIdx.x; c < width; c += kThreads) {
       const float f = __bfloat162float(row[c]);
       sum += f * f;
     }
   }
-  sum = block_sum<kRowThreads>(sum, partial);
+  sum = block_sum<kThreads>(sum, partial);
   const float inv = rsqrtf(sum / static_cast<float>(width) + eps);
   if (vec) {
-    for (int v = threadIdx.x; v < width / 8; v += kRowThreads) {
+    for (int v = threadIdx.x; v < width / 8; v += kThreads) {
       float f[8], w[8];
       load8(row + 8 * v, f);
       load8(weight + 8 * v, w);
@@ -154,7 +160,7 @@ __global__ void __launch_bounds__(kRowThreads)
       store8(dst + 8 * v, f);
     }
   } else {
-    for (int c = threadIdx.x; c < width; c += kRowThreads) {
+    for (int c = threadIdx.x; c < width; c += kThreads) {
       dst[c] = __float2bfloat16_rn(__bfloat162float(row[c]) * inv * __bfloat162float(weight[c]));
     }
   }
@@ -722,7 +728,11 @@ void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count
 
 void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {
   if (rows <= 0) return;
-  launch_kernel(rmsnorm_kernel, rows, kRowThreads, 0, stream, x, weight, width, eps, out);
+  if (rows >= kNarrowNormRows && width % 8 == 0 && width / 8 <= kNormVectors * kNarrowNormThreads) {
+    launch_kernel(rmsnorm_kernel<kNarrowNormThreads>, rows, kNarrowNormThreads, 0, stream, x, weight, width, eps, out);
+    return;
+  }
+  launch_kernel(rmsnorm_kernel<kRowThreads>, rows, kRowThreads, 0, stream, x, weight, width, eps, out);
 }
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
