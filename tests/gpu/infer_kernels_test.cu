@@ -157,7 +157,8 @@ void test_rmsnorm() {
       const double inv = 1.0 / std::sqrt(ss / width + eps);
       for (int c = 0; c < width; ++c) ref[r * width + c] = to_f(x[r * width + c]) * inv * to_f(w[c]);
     }
-    check_close("rmsnorm width " + std::to_string(width) + " rows " + std::to_string(rows), floats(out.download()), ref);
+    check_close("rmsnorm width " + std::to_string(width) + " rows " + std::to_string(rows), floats(out.download()),
+                ref);
   }
 }
 
@@ -668,11 +669,12 @@ void test_prefill_attention() {
 void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int stride_pad = 16) {
   const AttentionShape shape{4, 2, head_dim, 16};
   const int D = shape.head_dim, stride = (shape.heads + 2 * shape.kv_heads) * D + stride_pad;
-  const std::string label =
-      std::string(with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv") +
-      (rows == 6 ? ""
-                 : " rows " + std::to_string(rows) + " D " + std::to_string(D) +
-                       (stride_pad % 2 ? " odd stride" : stride_pad % 8 ? " stride % 8 = 2" : ""));
+  const std::string label = std::string(with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv") +
+                            (rows == 6 ? ""
+                                       : " rows " + std::to_string(rows) + " D " + std::to_string(D) +
+                                             (stride_pad % 2   ? " odd stride"
+                                              : stride_pad % 8 ? " stride % 8 = 2"
+                                                               : ""));
   const int num_blocks = std::max(8, (rows + 15) / 16 + 1);
   const float theta = 500000.0f;
   std::vector<std::int32_t> positions = {0, 1, 77, 4095, 8191, 131000};

@@ -742,7 +742,9 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
   const int groups = (shape.heads + shape.kv_heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
   // One token per block up to 1023 rows (decode, small chunks), then rows / 512 up to 16.
   const int tokens_per_block = std::clamp(rows / 512, 1, kRopeMaxTokens);
-  const auto aligned = [](const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+  const auto aligned = [](const void* p, std::uintptr_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+  };
   const bool paired = qkv_stride % 2 == 0 && shape.head_dim % 4 == 0 && aligned(qkv, 4) && aligned(k_cache, 4) &&
                       (qkv_bias == nullptr || aligned(qkv_bias, 4));
   // 16-byte vectors of 8 BF16: every head, row and cache slot starts on a 16-byte boundary.
