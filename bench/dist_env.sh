@@ -60,3 +60,18 @@ engine_ab() {
     done
   done
 }
+
+# prefill_kernels_ab ROUNDS: each kernel of a 16 x 512 prefill step timed alone
+# (infer_kernels_test --prefill-step-bench) of the previous build ($DIST/old/infer_kernels_test) and
+# of this one, interleaved ROUNDS times, under "== prefill-step kernels old|new, round N" headers.
+prefill_kernels_ab() {
+  local rounds=$1 round build exe
+  for round in $(seq "$rounds"); do
+    for build in old new; do
+      exe="$DIST/infer_kernels_test"
+      [ "$build" = old ] && exe="$DIST/old/infer_kernels_test"
+      echo "== prefill-step kernels $build, round $round"
+      "$exe" --prefill-step-bench | grep -E "rope_store_kv|rmsnorm|silu_mul|sum per layer"
+    done
+  done
+}

@@ -15,14 +15,7 @@ write_env "$OUT/env.txt"
   cat "$OUT/env.txt"
   "$DIST/infer_kernels_test" | grep -E "rmsnorm|FAIL|PASSED"
   echo "== kernel checks: exit ${PIPESTATUS[0]}"
-  for round in 1 2; do
-    for build in old new; do
-      exe="$DIST/infer_kernels_test"
-      [ "$build" = old ] && exe="$DIST/old/infer_kernels_test"
-      echo "== prefill-step kernels $build, round $round"
-      "$exe" --prefill-step-bench | grep -E "rope_store_kv|rmsnorm|silu_mul|sum per layer"
-    done
-  done
+  prefill_kernels_ab 2
   "$DIST/infer_engine_test" | grep -E "PASS|FAIL" | tail -4
   echo "== engine checks: exit ${PIPESTATUS[0]}"
   engine_ab llama-3.1-8b "${ROUNDS:-1}" "decode batch|prefill"

@@ -22,14 +22,7 @@ write_env "$OUT/env.txt"
     timeout 200 compute-sanitizer --tool memcheck --print-limit 20 "$DIST/infer_kernels_test" | tail -3
     echo "== compute-sanitizer memcheck: exit ${PIPESTATUS[0]}"
   fi
-  for round in 1 2; do
-    for build in old new; do
-      exe="$DIST/infer_kernels_test"
-      [ "$build" = old ] && exe="$DIST/old/infer_kernels_test"
-      echo "== prefill-step kernels $build, round $round"
-      "$exe" --prefill-step-bench | grep -E "rope_store_kv|rmsnorm|silu_mul|sum per layer"
-    done
-  done
+  prefill_kernels_ab 2
   "$DIST/infer_engine_test" | grep -E "PASS|FAIL" | tail -4
   echo "== engine checks: exit ${PIPESTATUS[0]}"
   engine_ab llama-3.1-8b "${ROUNDS:-2}" "decode batch|prefill"
