@@ -20,6 +20,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bf16_test_util.hpp"
