@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Ran against the session-12 attention commits (see the result files) (bench/results/*-s12-*); the code it exercises (the 2-stage decode attention candidate and the L2 prefetch) was
-# reverted after those runs, as bench/NOTES.md (session 12) records.
+# Ran against the commits its result files name (bench/results/h200-attention-*-s12-*); the code it
+# exercises (the 2-stage decode attention candidate, then the L2 prefetch) was reverted after those
+# runs, as bench/NOTES.md (session 12) records.
 # Session 12: the streaming decode attention with a 2-stage pipeline (three blocks per SM), on one
 # H200 in one call:
 #   1. infer_kernels_test --decode-only --bench: the decode attention checks (every case also on the

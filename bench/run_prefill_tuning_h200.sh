@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Ran against the commit its result file names (bench/results/*-s12-*); the code it exercises (EngineOptions::tune_prefill_gemms, infer_engine_test --no-prefill-gemm-tuning) was
-# reverted after those runs, as bench/NOTES.md (session 12) records.
+# Ran against the commit its result file names (bench/results/h200-prefill-tuning-s12-*); the code it
+# exercises (EngineOptions::tune_prefill_gemms, infer_engine_test --no-prefill-gemm-tuning) was
+# reverted after that run, as bench/NOTES.md (session 12) records.
 # Session 12: cuBLASLt's candidates timed at start-up for the GEMMs of a full prefill step
 # (EngineOptions::tune_prefill_gemms), on one H200 in one call: the engine checks, then
 # `infer_engine_test --bench llama-3.1-8b` with --no-prefill-gemm-tuning and without, interleaved
