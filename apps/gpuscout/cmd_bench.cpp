@@ -73,7 +73,7 @@ bool flag_given(const std::vector<std::pair<std::string, CLI::Option*>>& options
 
 // The serve benchmark's flags as typed; serve_options() validates them.
 struct ServeFlags {
-  std::string model, scenario, lengths, batches, prefills, weights, engine_tuning;
+  std::string model, scenario, lengths, batches, prefills, weights, engine_tuning, stepping;
   int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0;
   std::int64_t kv_blocks = 0;
   std::uint64_t seed = 1;
@@ -173,6 +173,12 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
       throw UsageError(fmt::format("--engine-tuning: expected steps or alone, got '{}'", s.engine_tuning));
     }
     o.gemm_ties_in_steps = s.engine_tuning == "steps";
+  }
+  if (s.given("stepping")) {
+    if (s.stepping != "pipelined" && s.stepping != "synchronous") {
+      throw UsageError(fmt::format("--stepping: expected pipelined or synchronous, got '{}'", s.stepping));
+    }
+    o.pipelined_steps = s.stepping == "pipelined";
   }
   if (o.max_batch > 0) {
     for (int b : o.decode_batches) {
@@ -691,6 +697,10 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
              "serve: steps (default): GEMM kernels within 25% per call are timed inside whole decode steps of each "
              "CUDA graph, the faster kept (start-up ~6 s for an 8B model, ~19 s for a 70B at TP2 on H200s); alone: "
              "per-call timing only (~1 s / ~4 s), and the step time can move between runs");
+  serve_flag("stepping", sf.stepping,
+             "serve: pipelined (default): each step is submitted before the previous one's tokens are collected, "
+             "hiding the host's share of a step; synchronous: one step at a time (a step's time then includes the "
+             "token copy, scheduling and launch)");
   sf.options.emplace_back(
       "find-peak", cmd->add_flag("--find-peak", sf.find_peak,
                                  "serve: bisect the highest Server rate that stays VALID under --ttft-ms/--tpot-ms")

@@ -68,13 +68,26 @@ void EngineSut::submit(const serve::Request& request) {
   outputs_[request.id].reserve(static_cast<std::size_t>(request.output_tokens));
 }
 
+EngineSut::~EngineSut() {
+  try {
+    for (; !in_flight_.empty(); in_flight_.pop_front()) (void)executor_.collect();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the step failed; its error was or will be reported elsewhere
+  }
+}
+
+void EngineSut::set_pipelined(bool pipelined) {
+  if (!in_flight_.empty()) throw std::logic_error("EngineSut::set_pipelined with a step in flight");
+  pipelined_ = pipelined;
+}
+
 bool EngineSut::idle() const {
-  return scheduler_.idle();
+  return scheduler_.idle() && in_flight_.empty();
 }
 
 void EngineSut::step(std::vector<serve::TokenEvent>& events) {
-  const StepPlan plan = scheduler_.plan();
+  StepPlan plan = scheduler_.plan();
   if (plan.empty()) {
+    if (!in_flight_.empty()) return collect_oldest(events);
     if (!scheduler_.idle()) {
       throw std::logic_error(
           fmt::format("EngineSut: {} sequences wait and none can be scheduled", scheduler_.waiting()));
@@ -82,8 +95,33 @@ void EngineSut::step(std::vector<serve::TokenEvent>& events) {
     return;
   }
   stats_.max_running = std::max<std::int64_t>(stats_.max_running, scheduler_.running());
-  const std::vector<std::int32_t> sampled = executor_.execute(plan);
-  const std::vector<SequenceOutput> produced = scheduler_.complete(plan, sampled);
+  if (!pipelined_) {
+    const std::vector<std::int32_t> sampled = executor_.execute(plan);
+    report(scheduler_.complete(plan, sampled), plan, events);
+    return;
+  }
+  executor_.submit(plan);
+  std::vector<SequenceOutput> pending = scheduler_.complete_pending(plan);
+  in_flight_.push_back(InFlight{std::move(plan), std::move(pending)});
+  // The plan just submitted is queued behind the one in flight: collect that one now.
+  if (in_flight_.size() > 1) collect_oldest(events);
+}
+
+void EngineSut::collect_oldest(std::vector<serve::TokenEvent>& events) {
+  InFlight done = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const std::vector<std::int32_t> sampled = executor_.collect();
+  scheduler_.resolve(done.plan, sampled);
+  if (sampled.size() != done.outputs.size()) {
+    throw std::logic_error(fmt::format("EngineSut: {} tokens collected for a step that samples {}", sampled.size(),
+                                       done.outputs.size()));
+  }
+  for (std::size_t i = 0; i < sampled.size(); ++i) done.outputs[i].token = sampled[i];
+  report(done.outputs, done.plan, events);
+}
+
+void EngineSut::report(const std::vector<SequenceOutput>& produced, const StepPlan& plan,
+                       std::vector<serve::TokenEvent>& events) {
   for (const SequenceOutput& out : produced) {
     outputs_[out.seq_id].push_back(out.token);
     serve::TokenEvent event;

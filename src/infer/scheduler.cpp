@@ -159,6 +159,13 @@ void Scheduler::add_chunk(Sequence& seq, int tokens, bool decode, StepPlan& plan
   chunk.slot = seq.slot;
   chunk.start_position = seq.computed;
   chunk.tokens.assign(seq.tokens.begin() + seq.computed, seq.tokens.begin() + seq.computed + tokens);
+  // A pending token is only ever the input of a decode chunk (the step after the one sampling it).
+  if (!decode && seq.generated() > 0 &&
+      std::find(chunk.tokens.begin(), chunk.tokens.end(), kPendingToken) != chunk.tokens.end()) {
+    throw std::logic_error(fmt::format(
+        "scheduler: sequence {} would recompute a token still being sampled (resolve() the pipelined step first)",
+        seq.id));
+  }
   chunk.block_table = seq.block_table;
   chunk.samples = seq.computed + tokens == seq.length();
   plan.chunks.push_back(std::move(chunk));
@@ -230,17 +237,25 @@ StepPlan Scheduler::plan() {
 }
 
 std::vector<SequenceOutput> Scheduler::complete(const StepPlan& plan, const std::vector<std::int32_t>& sampled) {
+  return finish_step(plan, &sampled);
+}
+
+std::vector<SequenceOutput> Scheduler::complete_pending(const StepPlan& plan) {
+  return finish_step(plan, nullptr);
+}
+
+std::vector<SequenceOutput> Scheduler::finish_step(const StepPlan& plan, const std::vector<std::int32_t>* sampled) {
   const auto sampling =
       std::count_if(plan.chunks.begin(), plan.chunks.end(), [](const SeqChunk& c) { return c.samples; });
-  if (static_cast<std::size_t>(sampling) != sampled.size()) {
+  if (sampled != nullptr && static_cast<std::size_t>(sampling) != sampled->size()) {
     throw std::invalid_argument(fmt::format("Scheduler::complete: {} sampled tokens for a plan with {} sampling chunks",
-                                            sampled.size(), sampling));
+                                            sampled->size(), sampling));
   }
   std::unordered_map<std::uint64_t, Sequence*> by_id;
   for (Sequence* s : running_) by_id.emplace(s->id, s);
 
   std::vector<SequenceOutput> outputs;
-  outputs.reserve(sampled.size());
+  outputs.reserve(static_cast<std::size_t>(sampling));
   std::size_t next = 0;
   std::vector<Sequence*> finished;
   for (const SeqChunk& chunk : plan.chunks) {
@@ -252,7 +267,7 @@ std::vector<SequenceOutput> Scheduler::complete(const StepPlan& plan, const std:
     Sequence& seq = *it->second;
     seq.planned_tokens = 0;
     if (!chunk.samples) continue;
-    seq.tokens.push_back(sampled[next++]);
+    seq.tokens.push_back(sampled != nullptr ? (*sampled)[next++] : kPendingToken);
     seq.decoding = true;
     SequenceOutput out;
     out.seq_id = seq.id;
@@ -268,6 +283,71 @@ std::vector<SequenceOutput> Scheduler::complete(const StepPlan& plan, const std:
   }
   plan_outstanding_ = false;
   return outputs;
+}
+
+void Scheduler::resolve(const StepPlan& plan, const std::vector<std::int32_t>& sampled) {
+  const auto sampling =
+      std::count_if(plan.chunks.begin(), plan.chunks.end(), [](const SeqChunk& c) { return c.samples; });
+  if (static_cast<std::size_t>(sampling) != sampled.size()) {
+    throw std::invalid_argument(fmt::format("Scheduler::resolve: {} sampled tokens for a plan with {} sampling chunks",
+                                            sampled.size(), sampling));
+  }
+  std::unordered_map<std::uint64_t, Sequence*> by_id;
+  for (const auto& s : storage_) by_id.emplace(s->id, s.get());
+  std::size_t next = 0;
+  for (const SeqChunk& chunk : plan.chunks) {
+    if (!chunk.samples) continue;
+    const std::int32_t token = sampled[next++];
+    const auto it = by_id.find(chunk.seq_id);
+    if (it == by_id.end()) continue;  // finished: its tokens are only in the outputs
+    // The chunk ended at the sequence's end, so the token it sampled follows it.
+    const std::size_t at = static_cast<std::size_t>(chunk.start_position) + chunk.tokens.size();
+    std::vector<std::int32_t>& tokens = it->second->tokens;
+    if (at >= tokens.size() || tokens[at] != kPendingToken) {
+      throw std::logic_error(fmt::format("Scheduler::resolve: sequence {} has no pending token at position {}",
+                                         chunk.seq_id, at));
+    }
+    tokens[at] = token;
+  }
+}
+
+void Executor::submit(const StepPlan& plan) {
+  const StepPlan* run = &plan;
+  StepPlan resolved;
+  for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+    const SeqChunk& c = plan.chunks[i];
+    if (c.tokens.size() != 1 || c.tokens[0] != kPendingToken) continue;
+    const auto it = last_sampled_.find(c.seq_id);
+    if (it == last_sampled_.end()) {
+      throw std::logic_error(fmt::format(
+          "{}: sequence {} has a pending token but the previous step did not sample it", name(), c.seq_id));
+    }
+    if (run == &plan) {
+      resolved = plan;
+      run = &resolved;
+    }
+    resolved.chunks[i].tokens[0] = it->second;
+  }
+  std::vector<std::int32_t> tokens = execute(*run);
+  last_sampled_.clear();
+  for (const auto& [id, index] : sampling_index(plan)) last_sampled_.emplace(id, tokens[static_cast<std::size_t>(index)]);
+  collected_.push_back(std::move(tokens));
+}
+
+std::vector<std::int32_t> Executor::collect() {
+  if (collected_.empty()) throw std::logic_error(name() + ": collect() without a submitted step");
+  std::vector<std::int32_t> tokens = std::move(collected_.front());
+  collected_.pop_front();
+  return tokens;
+}
+
+std::unordered_map<std::uint64_t, int> Executor::sampling_index(const StepPlan& plan) {
+  std::unordered_map<std::uint64_t, int> index;
+  int next = 0;
+  for (const SeqChunk& c : plan.chunks) {
+    if (c.samples) index.emplace(c.seq_id, next++);
+  }
+  return index;
 }
 
 bool Scheduler::idle() const {

@@ -33,6 +33,8 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,7 @@
 #include "gpuscout/bench/serve_metrics.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/data/data_source.hpp"
+#include "gpuscout/infer/engine_sut.hpp"
 #include "gpuscout/infer/reference_model.hpp"
 #include "gpuscout/infer/scheduler.hpp"
 #include "gpuscout/infer/transformer_config.hpp"
@@ -52,6 +55,7 @@ namespace {
 
 namespace gi = gpuscout::infer;
 namespace ci = gpuscout::cuda::infer;
+namespace serve = gpuscout::serve;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
@@ -189,6 +193,113 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
       gpus.size(), graphs ? "on" : "off", t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2,
       t.ties, t.failures, t.failures == 0 ? "PASS" : "FAIL");
   return t.failures == 0 && setup_failures == 0 ? 0 : 1;
+}
+
+// Pipelined stepping (EngineSut::set_pipelined; CudaEngine::submit with pending decode tokens read
+// on the GPU): every request's tokens equal those of synchronous steps on the same engine, through
+// chunked prefill, mixed steps, graph and eager steps and preemption.
+int pipeline_check(const gi::TransformerConfig& cfg, const std::vector<int>& gpus, bool graphs, const Scenario& sc) {
+  ci::EngineOptions eo;
+  eo.gpus = gpus;
+  eo.kv_block_size = 16;
+  eo.max_kv_blocks = sc.num_blocks;
+  eo.max_running = sc.max_running;
+  eo.max_step_tokens = sc.max_step_tokens;
+  eo.cuda_graphs = graphs;
+  auto engine = ci::CudaEngine::create(cfg, eo);
+  gi::SchedulerConfig sconf;
+  sconf.block_size = 16;
+  sconf.num_blocks = std::min(engine->kv_blocks(), sc.num_blocks);
+  sconf.max_step_tokens = sc.max_step_tokens;
+  sconf.max_running = sc.max_running;
+  sconf.max_sequence_tokens = static_cast<int>(cfg.max_context);
+  std::unordered_map<std::uint64_t, std::vector<std::int32_t>> outputs[2];
+  std::int64_t preemptions[2] = {0, 0}, steps[2] = {0, 0};
+  for (int pipelined : {0, 1}) {
+    gi::EngineSut sut(*engine, sconf, cfg.vocab);
+    sut.set_pipelined(pipelined == 1);
+    for (std::size_t i = 0; i < sc.prompts.size(); ++i) {
+      serve::Request r;
+      r.id = i + 1;
+      r.input_tokens = sc.prompts[i];
+      r.output_tokens = sc.outputs[i];
+      sut.submit(r);
+    }
+    std::vector<serve::TokenEvent> events;
+    while (!sut.idle() && sut.stats().steps < 100000) {
+      events.clear();
+      sut.step(events);
+    }
+    outputs[pipelined] = sut.outputs();
+    preemptions[pipelined] = sut.stats().preemptions;
+    steps[pipelined] = sut.stats().steps;
+  }
+  int differ = 0;
+  for (std::size_t i = 0; i < sc.prompts.size(); ++i) {
+    const auto id = static_cast<std::uint64_t>(i + 1);
+    const auto& a = outputs[0][id];
+    const auto& b = outputs[1][id];
+    if (a != b || static_cast<int>(a.size()) != sc.outputs[i]) {
+      ++differ;
+      fmt::print("  request {}: {} synchronous tokens, {} pipelined, equal: {}\n", id, a.size(), b.size(), a == b);
+    }
+  }
+  fmt::print("pipelined {} TP{} graphs {}: {} requests, {} / {} steps, {} / {} preemptions (synchronous / pipelined), "
+             "{} requests differ -> {}\n",
+             sc.name, gpus.size(), graphs ? "on" : "off", sc.prompts.size(), steps[0], steps[1], preemptions[0],
+             preemptions[1], differ, differ == 0 ? "PASS" : "FAIL");
+  return differ == 0 ? 0 : 1;
+}
+
+double median(std::vector<double> v);
+
+// Median milliseconds between two collects of decode-only steps when `batch` requests of `prompt`
+// tokens decode `steps` tokens with the steps pipelined as EngineSut does: plan n + 1 is submitted
+// before step n is collected, so the host's share of a step overlaps the GPU's work.
+double pipelined_decode_ms(ci::CudaEngine& engine, int batch, int prompt, int steps, std::uint64_t& next_id) {
+  const gi::TransformerConfig& cfg = engine.config();
+  gi::SchedulerConfig sc;
+  sc.block_size = engine.kv_block_size();
+  sc.num_blocks = engine.kv_blocks();
+  sc.max_step_tokens = engine.max_step_tokens();
+  sc.max_running = engine.max_running();
+  sc.max_sequence_tokens = 4096;
+  gi::Scheduler scheduler(sc);
+  for (int b = 0; b < batch; ++b) {
+    gi::SequenceRequest r;
+    r.id = next_id++;
+    for (int p = 0; p < prompt; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
+    r.max_new_tokens = steps + 1;
+    scheduler.add(std::move(r));
+  }
+  std::optional<std::pair<gi::StepPlan, bool>> in_flight;  // plan, decode-only
+  std::optional<Clock::time_point> last_collect;
+  std::vector<double> intervals;
+  auto collect = [&] {
+    const auto tokens = engine.collect();
+    const auto now = Clock::now();
+    // Both ends of the interval collect decode-only steps: the GPU ran exactly one between them.
+    if (in_flight->second && last_collect) {
+      intervals.push_back(std::chrono::duration<double, std::milli>(now - *last_collect).count());
+    }
+    last_collect = in_flight->second ? std::optional<Clock::time_point>(now) : std::nullopt;
+    scheduler.resolve(in_flight->first, tokens);
+    in_flight.reset();
+  };
+  while (!scheduler.idle() || in_flight) {
+    gi::StepPlan plan = scheduler.plan();
+    if (plan.empty()) {
+      collect();
+      continue;
+    }
+    bool decode_only = static_cast<int>(plan.chunks.size()) == batch;
+    for (const auto& c : plan.chunks) decode_only = decode_only && c.is_decode();
+    engine.submit(plan);
+    (void)scheduler.complete_pending(plan);
+    if (in_flight) collect();
+    in_flight.emplace(std::move(plan), decode_only);
+  }
+  return median(intervals);
 }
 
 // TP2 with a rank that fails (throws) or hangs (skips its part of a step, leaving its peer in the
@@ -424,9 +535,12 @@ int bench(const std::string& model, const BenchFlags& flags) {
       r.max_new_tokens = steps + 1;
       scheduler.add(std::move(r));
     }
-    std::vector<double> times, kv_bytes;
+    std::vector<double> times, kv_bytes, host_times;
+    gi::StepPlan last_decode;
     while (!scheduler.idle()) {
+      const auto t0 = Clock::now();
       const auto plan = scheduler.plan();
+      const double planned = seconds_since(t0);
       const auto t = Clock::now();
       const auto tokens = engine->execute(plan);
       const double dt = seconds_since(t);
@@ -436,11 +550,14 @@ int bench(const std::string& model, const BenchFlags& flags) {
         decode_only = decode_only && c.is_decode();
         kv += (c.start_position + 1) * kv_per_token;
       }
+      const auto t1 = Clock::now();
+      scheduler.complete(plan, tokens);
       if (decode_only) {
         times.push_back(dt);
         kv_bytes.push_back(kv);
+        host_times.push_back(planned + seconds_since(t1));
+        last_decode = plan;
       }
-      scheduler.complete(plan, tokens);
     }
     const double step = median(times);
     // Weights but the embedding table (a step gathers `batch` rows of it), as the serve record counts
@@ -456,6 +573,19 @@ int bench(const std::string& model, const BenchFlags& flags) {
         "-> {:.0f} GB/s | roofline {:.3f} ms = {:.0f}% of it\n",
         batch, prompt, prompt + steps, step * 1e3, times.size(), batch / step, bytes / 1e9, bytes / step / 1e9,
         roofline * 1e3, 100.0 * roofline / step);
+    if (tp == 1 && !last_decode.chunks.empty()) {
+      // The same step's graph replayed back to back: what execute() adds outside the GPU's work.
+      const int replays = 64;
+      const double gpu_ms = engine->time_graph_replays(last_decode, replays);
+      fmt::print(
+          "  graph replays back to back: {:.3f} ms per step (median step's {:.1f} us more: metadata copy, launch, "
+          "token copy, wake-up) | scheduler plan + complete {:.1f} us per step\n",
+          gpu_ms, step * 1e6 - gpu_ms * 1e3, median(host_times) * 1e6);
+    }
+    const double piped = pipelined_decode_ms(*engine, batch, prompt, steps, next_id);
+    fmt::print("  pipelined steps (plan n + 1 submitted before step n is collected): {:.3f} ms per step | {:.0f} "
+               "tokens/s | roofline {:.0f}% of it\n",
+               piped, batch / piped * 1e3, 100.0 * roofline / (piped * 1e-3));
   }
 
   // Prefill steps of `seqs` prompts of `len` tokens each (twice, the second timed): one 8192-token
@@ -564,6 +694,10 @@ int main(int argc, char** argv) {
         failures += run_scenario(tiny, gpus, graphs, single);
       }
       failures += run_scenario(tiny, gpus, true, tight);
+      for (bool graphs : {true, false}) {
+        failures += pipeline_check(tiny, gpus, graphs, mixed);
+        failures += pipeline_check(tiny, gpus, graphs, tight);
+      }
       // GEMMs of up to 8 rows on our kernels: at one row the ring GEMV with the RMSNorm (qkv,
       // gate_up) and SiLU * up (down) folded in, which the timed choices may not pick.
       for (bool graphs : {true, false}) {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "gpuscout/infer/reference_model.hpp"
 #include "gpuscout/infer/weights.hpp"
@@ -445,6 +447,85 @@ TEST(Scheduler, CompleteChecksTheSampledCount) {
   s.add({1, prompt_of(1, 4), 2});
   const StepPlan plan = s.plan();
   EXPECT_THROW(s.complete(plan, {}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace gpuscout::infer
+
+namespace gpuscout::infer {
+namespace {
+
+TEST(Scheduler, PendingTokensFeedTheNextDecodeAndResolveInPlace) {
+  SchedulerConfig c;
+  c.block_size = 4;
+  c.num_blocks = 64;
+  c.max_step_tokens = 64;
+  Scheduler s(c);
+  s.add(SequenceRequest{1, prompt_of(1, 5), 3});
+  s.add(SequenceRequest{2, prompt_of(2, 2), 1});
+  const StepPlan prefill = s.plan();
+  const auto pending = s.complete_pending(prefill);
+  ASSERT_EQ(pending.size(), 2u);
+  for (const auto& out : pending) EXPECT_EQ(out.token, kPendingToken);
+  EXPECT_TRUE(pending[1].finished);  // one token asked: done before its value is known
+  EXPECT_EQ(s.running(), 1);
+
+  // The next plan is made before the prefill's tokens are back: its decode input is pending.
+  const StepPlan decode = s.plan();
+  ASSERT_EQ(decode.chunks.size(), 1u);
+  EXPECT_EQ(decode.chunks[0].seq_id, 1u);
+  EXPECT_EQ(decode.chunks[0].start_position, 5);
+  EXPECT_EQ(decode.chunks[0].tokens, std::vector<std::int32_t>{kPendingToken});
+
+  EXPECT_THROW(s.resolve(prefill, {11}), std::invalid_argument);  // two sampling chunks
+  s.resolve(prefill, {11, 22});
+  EXPECT_THROW(s.resolve(prefill, {11, 22}), std::logic_error);  // nothing pending there any more
+  (void)s.complete(decode, {33});
+  const StepPlan last = s.plan();
+  ASSERT_EQ(last.chunks.size(), 1u);
+  EXPECT_EQ(last.chunks[0].tokens, std::vector<std::int32_t>{33});
+  (void)s.complete(last, {44});
+  EXPECT_TRUE(s.idle());
+}
+
+// The default Executor::submit resolves a pending token from the step submitted before it.
+TEST(Executor, DefaultSubmitTakesPendingTokensFromThePreviousStep) {
+  FakeExecutor direct, piped;
+  SchedulerConfig c;
+  c.block_size = 4;
+  c.num_blocks = 64;
+  c.max_step_tokens = 64;
+  Scheduler a(c), b(c);
+  for (std::uint64_t id : {1u, 2u}) {
+    a.add(SequenceRequest{id, prompt_of(id, 6), 5});
+    b.add(SequenceRequest{id, prompt_of(id, 6), 5});
+  }
+  std::map<std::uint64_t, std::vector<std::int32_t>> want, got;
+  while (!a.idle()) {
+    const StepPlan p = a.plan();
+    for (const auto& o : a.complete(p, direct.execute(p))) want[o.seq_id].push_back(o.token);
+  }
+  // Depth one: plan n + 1 is submitted before step n is collected.
+  std::optional<std::pair<StepPlan, std::vector<SequenceOutput>>> in_flight;
+  auto collect = [&] {
+    const auto tokens = piped.collect();
+    b.resolve(in_flight->first, tokens);
+    for (std::size_t i = 0; i < tokens.size(); ++i) got[in_flight->second[i].seq_id].push_back(tokens[i]);
+    in_flight.reset();
+  };
+  while (!b.idle() || in_flight) {
+    StepPlan p = b.plan();
+    if (p.empty()) {
+      collect();
+      continue;
+    }
+    piped.submit(p);
+    auto outputs = b.complete_pending(p);
+    if (in_flight) collect();
+    in_flight.emplace(std::move(p), std::move(outputs));
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_THROW((void)piped.collect(), std::logic_error);
 }
 
 }  // namespace

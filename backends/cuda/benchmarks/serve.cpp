@@ -8,8 +8,10 @@
 //                                                of the same run is added by `bench`, see serve_options.hpp)
 //   serve/static/<model>/tp<N>/b<B>_isl<I>_osl<O> B requests at once through the scheduler (Offline)
 //   serve/load/<model>/tp<N>/<scenario>[...]     the --scenario run, or every --find-peak probe + the peak
-// A step's time is the wall time around Executor::execute(), which returns the sampled tokens to the
-// host: a step ends when the host has them, as in a server. docs/serving.md defines every figure.
+// A step ends when the host has its sampled tokens, as in a server. Pipelined (--stepping, the
+// default), the next step is already queued then, and a decode step's time is the interval between
+// two steps' tokens reaching the host; synchronous, the wall time around Executor::execute().
+// docs/serving.md defines every figure.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -204,12 +206,36 @@ std::vector<double> time_steps(const BenchEnv& env, int warmup, const std::funct
   return samples;
 }
 
-// Times steps of `plan` under telemetry into `r`; nullopt (and `r` recorded as skipped) when
-// interrupted before the first sample.
+// Pipelined: one step of `plan` always queued behind the one running, as EngineSut runs a server's
+// steps; a sample is the time from one step's tokens reaching the host to the next one's.
+std::vector<double> time_steps_pipelined(const BenchEnv& env, int warmup, ci::CudaEngine& engine,
+                                         const core::StepPlan& plan) {
+  engine.submit(plan);
+  for (int i = 0; i < warmup && !env.stop_requested(); ++i) {
+    engine.submit(plan);
+    (void)engine.collect();
+  }
+  std::vector<double> samples;
+  const auto t0 = Clock::now();
+  auto last = Clock::now();
+  while (!env.stop_requested() && !bench::should_stop(env.options.timing, samples, seconds_since(t0))) {
+    engine.submit(plan);
+    (void)engine.collect();
+    samples.push_back(seconds_since(last));
+    last = Clock::now();
+  }
+  (void)engine.collect();
+  return samples;
+}
+
+// Times steps of `plan` under telemetry into `r` (pipelined or synchronous as --stepping says);
+// nullopt (and `r` recorded as skipped) when interrupted before the first sample.
 std::optional<bench::SampleSummary> time_plan(Run& run, Record& r, ci::CudaEngine& engine, const core::StepPlan& plan,
                                               int warmup) {
   TelemetryScope telemetry(run.env.telemetry);
-  const auto samples = time_steps(run.env, warmup, [&] { (void)engine.execute(plan); });
+  r.params["stepping"] = run.o.pipelined_steps ? "pipelined" : "synchronous";
+  const auto samples = run.o.pipelined_steps ? time_steps_pipelined(run.env, warmup, engine, plan)
+                                             : time_steps(run.env, warmup, [&] { (void)engine.execute(plan); });
   r.telemetry = telemetry.finish();
   if (samples.empty()) {
     run.skip(std::move(r), Outcome::skipped, "interrupted");
@@ -260,7 +286,10 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
   r.metrics.push_back(
       bench::rate_metric("throughput", "tokens/s", batch, times, "decode tokens per second: batch / step time"));
   r.metrics.push_back(bench::time_metric("step_time", "ms", 1e3, times,
-                                         "wall time of one decode-only engine step (execute() to sampled tokens)"));
+                                         run.o.pipelined_steps
+                                             ? "one decode-only engine step: from one step's sampled tokens on the "
+                                               "host to the next one's, with the next step always queued (pipelined)"
+                                             : "wall time of one decode-only engine step (execute() to sampled tokens)"));
   r.metrics.push_back(bench::rate_metric("bandwidth", "GB/s", bytes_per_gpu / 1e9, times,
                                          "bytes a step must read per GPU (weights but the embedding table, K/V of "
                                          "the context) / step time; 1 GB = 1e9 B"));
@@ -335,6 +364,7 @@ core::SchedulerConfig scheduler_config(const ci::CudaEngine& engine, int max_seq
 // One load-generator run on a fresh scheduler (an empty KV cache) and clock.
 serve::LoadSummary run_scenario(Run& run, ci::CudaEngine& engine, const serve::LoadSettings& settings) {
   core::EngineSut sut(engine, scheduler_config(engine, run.o.max_sequence_tokens()), run.o.model.vocab, kPromptSeed);
+  sut.set_pipelined(run.o.pipelined_steps);
   serve::SteadyClock clock;
   return serve::run_load(sut, clock, settings);
 }
@@ -476,7 +506,8 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
                                                {"max_context", eo.max_context},
                                                {"max_kv_blocks", eo.max_kv_blocks},
                                                {"cuda_graphs", eo.cuda_graphs},
-                                               {"engine_tuning", eo.resolve_gemm_ties ? "steps" : "alone"}});
+                                               {"engine_tuning", eo.resolve_gemm_ties ? "steps" : "alone"},
+                                               {"stepping", o.pipelined_steps ? "pipelined" : "synchronous"}});
   env.report(fmt::format("{}: building {} ({} weights, TP {}) on GPU {}", engine_key, o.model.name,
                          fp8 ? "FP8" : "BF16", o.tp, fmt::join(run.gpus, ",")));
   std::unique_ptr<ci::CudaEngine> engine;

@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -45,6 +46,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #if defined(GPUSCOUT_HAVE_NCCL)
 #include <nccl.h>
@@ -294,6 +296,9 @@ struct Rank {
   float *cand_value = nullptr, *all_value = nullptr;
   void *attn_workspace = nullptr, *lt_workspace = nullptr;
   std::int32_t* meta = nullptr;
+  // Recorded after a step's token copy, one per pipeline slot (CudaEngine::submit): what collect()
+  // waits for, where the stream may already hold the next step.
+  std::array<cudaEvent_t, 2> step_done{nullptr, nullptr};
   // FP8 weights only: quantized activations, the quantization's scratch words, per-class scales.
   std::uint8_t* x_fp8 = nullptr;
   std::size_t x_fp8_bytes = 0;
@@ -321,9 +326,20 @@ struct CudaEngine::Impl {
   AttentionShape shape;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::unique_ptr<RankPool> pool;
-  std::int32_t* staging = nullptr;      // pinned: the step's metadata
-  std::int32_t* tokens_host = nullptr;  // pinned: sampled tokens
+  // Pinned, one block per pipeline slot (two steps may be outstanding): the step's metadata and
+  // its sampled tokens. `staging` is the current slot's block, which fill_step writes.
+  std::int32_t* staging_mem = nullptr;
+  std::int32_t* tokens_mem = nullptr;
+  std::int32_t* staging = nullptr;
   std::size_t meta_words_cap = 0;
+  // Pipelined stepping: steps submitted and not yet collected, oldest first, and the sampling rows
+  // of the last submitted one by sequence (where a later decode chunk's pending token comes from).
+  struct Submitted {
+    int slot = 0, sampled = 0, graph_batch = 0, index = 0;
+  };
+  std::deque<Submitted> submitted;
+  int next_slot = 0;
+  std::unordered_map<std::uint64_t, int> previous_sampling;
   bool keep = false;
   std::vector<std::vector<float>> logits;
   int executed_steps = 0;
@@ -341,7 +357,7 @@ struct CudaEngine::Impl {
   // `what` and `index` name the step in messages ("step 12"); formatted only when needed.
   void run_ranks(const char* what, int index, const std::function<void(int)>& fn);
   // graph_batch > 0: the step replays that batch bucket's graph (named in messages).
-  void wait_rank(Rank& r, int graph_batch);
+  void wait_rank(Rank& r, int graph_batch, int slot);
   void abort_comms();
   void allocate_and_init_weights(Rank& r);
   void allocate_workspace(Rank& r, bool count_only);
@@ -350,8 +366,18 @@ struct CudaEngine::Impl {
   StepDims fill_step(const gi::StepPlan& plan, int bucket, int ctx_class);
   StepDims fill_padding(int bucket, int ctx_class);
   int bucket_for(int n) const;
+  // How execute() runs a plan: its decode bucket (0: not decode-only), context class, graph key
+  // (first 0: eager) and sampled rows.
+  struct StepKey {
+    int bucket = 0, ctx_class = 0, sampled = 0;
+    std::pair<int, int> graph{0, 0};
+  };
+  StepKey key_for(const gi::StepPlan& plan) const;
   void capture(Rank& r, std::pair<int, int> key, const StepDims& d);
-  // key.first 0: eager.
+  // key.first 0: eager. launch_on_rank queues the step (metadata copy from the current staging
+  // block, graph or kernels, token copy into `slot`'s block, step_done[slot]); step_on_rank also
+  // waits for it.
+  void launch_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key, int slot);
   void step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key);
   void tune(Rank& r, std::vector<std::string>& lines);
   void tune_attention(Rank& r, std::vector<std::string>& lines);
@@ -365,6 +391,9 @@ CudaEngine::Impl::~Impl() {
     if (!r) continue;
     GPUSCOUT_CUDA_CHECK_NOTHROW(cudaSetDevice(r->device));
     if (r->stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(r->stream));
+    for (cudaEvent_t ev : r->step_done) {
+      if (ev) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaEventDestroy(ev));
+    }
     for (auto& [b, g] : r->graphs) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(g));
     r->gemm.reset();
 #if defined(GPUSCOUT_HAVE_NCCL)
@@ -375,8 +404,8 @@ CudaEngine::Impl::~Impl() {
     }
     if (r->stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamDestroy(r->stream));
   }
-  if (staging) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(staging));
-  if (tokens_host) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(tokens_host));
+  if (staging_mem) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(staging_mem));
+  if (tokens_mem) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(tokens_mem));
 }
 
 // Weights of one rank in one allocation: embedding (replicated), per layer the norms (replicated),
@@ -548,7 +577,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   const AttentionBatch pre =
       batch(L.pre_q_start, L.pre_q_len, L.pre_ctx, L.pre_tables, d.mbps_p, d.np, d.pre_max_ctx, d.pre_max_q);
 
-  launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st);
+  launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st, r.sampled);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
   for (const LayerWeights& l : r.layers) {
@@ -692,7 +721,18 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
     const bool dec = di < nd_real && row == di;  // the leading decode chunks, one row each
     for (int j = 0; j < n; ++j) {
       const int pos = c.start_position + j;
-      m[d.meta.tokens + row + j] = c.tokens[static_cast<std::size_t>(j)];
+      std::int32_t token = c.tokens[static_cast<std::size_t>(j)];
+      if (token == gi::kPendingToken) {
+        // Sampled by the step submitted just before (still running): the embedding gather reads it
+        // from that step's sampled row, encoded as -(1 + row).
+        const auto prev = previous_sampling.find(c.seq_id);
+        if (!dec || prev == previous_sampling.end()) {
+          throw std::logic_error(fmt::format(
+              "CudaEngine: sequence {} has a pending token that the previous step does not sample", c.seq_id));
+        }
+        token = -1 - prev->second;
+      }
+      m[d.meta.tokens + row + j] = token;
       m[d.meta.positions + row + j] = pos;
       m[d.meta.slots + row + j] = c.block_table[static_cast<std::size_t>(pos / bs)] * bs + pos % bs;
     }
@@ -751,7 +791,7 @@ void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims&
   }
 }
 
-void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key) {
+void CudaEngine::Impl::launch_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key, int slot) {
   GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
   if (opt.inject_fault_at_step > 0 && executed_steps == opt.inject_fault_at_step && r.rank == tp - 1) {
     if (opt.fault_throws) throw gpuscout::Error(fmt::format("injected fault at step {}", executed_steps));
@@ -766,10 +806,17 @@ void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, i
     forward(r, d, r.stream);
   }
   if (r.rank == 0) {
-    GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(tokens_host, r.sampled, static_cast<std::size_t>(d.ns) * sizeof(std::int32_t),
-                                        cudaMemcpyDeviceToHost, r.stream));
+    GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(tokens_mem + static_cast<std::size_t>(slot) * max_running, r.sampled,
+                                        static_cast<std::size_t>(d.ns) * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
+                                        r.stream));
   }
-  wait_rank(r, key.first);
+  GPUSCOUT_CUDA_CHECK(cudaEventRecord(r.step_done[static_cast<std::size_t>(slot)], r.stream));
+}
+
+void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key) {
+  if (!submitted.empty()) throw std::logic_error("CudaEngine: a synchronous step while pipelined steps are in flight");
+  launch_on_rank(r, d, key, 0);
+  wait_rank(r, key.first, 0);
 }
 
 void CudaEngine::Impl::abort_comms() {
@@ -803,9 +850,10 @@ struct PeerFailed : gpuscout::Error {
 };
 }  // namespace
 
-void CudaEngine::Impl::wait_rank(Rank& r, int graph_batch) {
+void CudaEngine::Impl::wait_rank(Rank& r, int graph_batch, int slot) {
+  const cudaEvent_t done = r.step_done[static_cast<std::size_t>(slot)];
   if (tp == 1) {
-    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+    GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(done));
     return;
   }
   gpuscout::bench::WatchdogOptions wo;
@@ -815,7 +863,7 @@ void CudaEngine::Impl::wait_rank(Rank& r, int graph_batch) {
   bool peer_failed = false;
   const auto res = gpuscout::bench::wait_or_abort(
       [&](std::string& error) {
-        const cudaError_t q = cudaStreamQuery(r.stream);
+        const cudaError_t q = cudaEventQuery(done);
         if (q == cudaSuccess) return gpuscout::bench::PollState::done;
         if (q != cudaErrorNotReady) {
           error = fmt::format("CUDA error {}", cudaGetErrorString(q));
@@ -1199,9 +1247,11 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.meta_words_cap =
       std::max(MetaLayout::make(e.rows_cap, e.max_running, e.max_running, e.max_running, e.mbps, e.mbps).words,
                MetaLayout::make(e.max_running, e.max_running, 0, e.max_running, e.mbps, 1).words);
-  GPUSCOUT_CUDA_CHECK(cudaHostAlloc(&e.staging, e.meta_words_cap * sizeof(std::int32_t), cudaHostAllocPortable));
-  GPUSCOUT_CUDA_CHECK(cudaHostAlloc(&e.tokens_host, static_cast<std::size_t>(e.max_running) * sizeof(std::int32_t),
+  GPUSCOUT_CUDA_CHECK(
+      cudaHostAlloc(&e.staging_mem, 2 * e.meta_words_cap * sizeof(std::int32_t), cudaHostAllocPortable));
+  GPUSCOUT_CUDA_CHECK(cudaHostAlloc(&e.tokens_mem, 2 * static_cast<std::size_t>(e.max_running) * sizeof(std::int32_t),
                                     cudaHostAllocPortable));
+  e.staging = e.staging_mem;
 
   for (int r = 0; r < e.tp; ++r) {
     auto rank = std::make_unique<Rank>();
@@ -1275,6 +1325,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
     GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
     GPUSCOUT_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+    for (cudaEvent_t& ev : r.step_done) GPUSCOUT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     e.allocate_and_init_weights(r);
     std::size_t free_b = 0, total_b = 0;
     GPUSCOUT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -1416,33 +1467,87 @@ const std::vector<std::vector<float>>& CudaEngine::last_logits() const {
   return impl_->logits;
 }
 
-std::vector<std::int32_t> CudaEngine::execute(const gi::StepPlan& plan) {
-  Impl& e = *impl_;
-  if (plan.chunks.empty()) return {};
+CudaEngine::Impl::StepKey CudaEngine::Impl::key_for(const gi::StepPlan& plan) const {
+  StepKey k;
   bool decode_only = true;
-  int sampled = 0, longest = 0;
+  int longest = 0;
   for (const auto& c : plan.chunks) {
     decode_only = decode_only && c.is_decode() && c.samples;
-    sampled += c.samples ? 1 : 0;
+    k.sampled += c.samples ? 1 : 0;
     longest = std::max(longest, c.start_position + static_cast<int>(c.tokens.size()));
   }
   // Decode-only steps run at their bucket's size, so they use the tuned GEMMs (and the graph).
-  const int bucket = decode_only ? e.bucket_for(static_cast<int>(plan.chunks.size())) : 0;
-  int ctx_class = e.max_context;
-  for (int c : e.ctx_classes) {
+  k.bucket = decode_only ? bucket_for(static_cast<int>(plan.chunks.size())) : 0;
+  k.ctx_class = max_context;
+  for (int c : ctx_classes) {
     if (c >= longest) {
-      ctx_class = c;
+      k.ctx_class = c;
       break;
     }
   }
-  const StepDims d = e.fill_step(plan, bucket, ctx_class);
-  const bool use_graph = bucket > 0 && e.opt.cuda_graphs;
-  const std::pair<int, int> key{use_graph ? bucket : 0, ctx_class};
+  k.graph = {k.bucket > 0 && opt.cuda_graphs ? k.bucket : 0, k.ctx_class};
+  return k;
+}
+
+double CudaEngine::time_graph_replays(const gi::StepPlan& plan, int replays) {
+  Impl& e = *impl_;
+  if (e.tp != 1 || replays < 1) throw std::invalid_argument("time_graph_replays: TP1 and at least one replay");
+  if (!e.submitted.empty()) throw std::logic_error("time_graph_replays while pipelined steps are in flight");
+  const Impl::StepKey k = e.key_for(plan);
+  Rank& r = *e.ranks[0];
+  const auto g = k.graph.first > 0 ? r.graphs.find(k.graph) : r.graphs.end();
+  if (g == r.graphs.end()) throw std::invalid_argument("time_graph_replays: the plan's step has no graph");
+  const StepDims d = e.fill_step(plan, k.bucket, k.ctx_class);
+  GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
+  GPUSCOUT_CUDA_CHECK(
+      cudaMemcpyAsync(r.meta, e.staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
+  Event start, stop;
+  GPUSCOUT_CUDA_CHECK(cudaEventRecord(start.get(), r.stream));
+  for (int i = 0; i < replays; ++i) GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second, r.stream));
+  GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop.get(), r.stream));
+  GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  GPUSCOUT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return static_cast<double>(ms) / replays;
+}
+
+std::vector<std::int32_t> CudaEngine::execute(const gi::StepPlan& plan) {
+  if (!impl_->submitted.empty()) throw std::logic_error("CudaEngine::execute while pipelined steps are in flight");
+  if (plan.chunks.empty()) return {};
+  submit(plan);
+  return collect();
+}
+
+void CudaEngine::submit(const gi::StepPlan& plan) {
+  Impl& e = *impl_;
+  if (plan.chunks.empty()) throw std::invalid_argument("CudaEngine::submit: an empty plan");
+  if (e.submitted.size() >= 2) throw std::logic_error("CudaEngine::submit: two steps are already in flight");
+  const Impl::StepKey k = e.key_for(plan);
+  const int slot = e.next_slot;
+  // This slot's staging block was last copied by the step two back, which collect() has seen end.
+  e.staging = e.staging_mem + static_cast<std::size_t>(slot) * e.meta_words_cap;
+  const StepDims d = e.fill_step(plan, k.bucket, k.ctx_class);
   ++e.executed_steps;
   e.run_ranks("step", e.executed_steps,
-              [&](int ri) { e.step_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, key); });
+              [&](int ri) { e.launch_on_rank(*e.ranks[static_cast<std::size_t>(ri)], d, k.graph, slot); });
+  e.submitted.push_back(Impl::Submitted{slot, k.sampled, k.graph.first, e.executed_steps});
+  e.next_slot = 1 - slot;
+  e.previous_sampling = sampling_index(plan);
+}
+
+std::vector<std::int32_t> CudaEngine::collect() {
+  Impl& e = *impl_;
+  if (e.submitted.empty()) throw std::logic_error("CudaEngine::collect without a submitted step");
+  const Impl::Submitted step = e.submitted.front();
+  e.submitted.pop_front();
+  e.run_ranks("step", step.index, [&](int ri) {
+    e.wait_rank(*e.ranks[static_cast<std::size_t>(ri)], step.graph_batch, step.slot);
+  });
+  const int sampled = step.sampled;
   if (e.keep) {
-    // Tests only: the sampling rows' logits, every rank's vocabulary shard in order.
+    // Tests only: the sampling rows' logits, every rank's vocabulary shard in order (the buffer
+    // holds the last step's: nothing may be in flight behind this one).
+    if (!e.submitted.empty()) throw std::logic_error("CudaEngine: keep_logits with pipelined steps");
     e.logits.assign(static_cast<std::size_t>(sampled), std::vector<float>(static_cast<std::size_t>(e.cfg.vocab)));
     std::vector<std::uint16_t> shard;
     for (auto& r : e.ranks) {
@@ -1459,7 +1564,8 @@ std::vector<std::int32_t> CudaEngine::execute(const gi::StepPlan& plan) {
       }
     }
   }
-  return std::vector<std::int32_t>(e.tokens_host, e.tokens_host + sampled);
+  const std::int32_t* tokens = e.tokens_mem + static_cast<std::size_t>(step.slot) * e.max_running;
+  return std::vector<std::int32_t>(tokens, tokens + sampled);
 }
 
 }  // namespace gpuscout::cuda::infer

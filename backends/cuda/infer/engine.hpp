@@ -114,6 +114,12 @@ class CudaEngine final : public gpuscout::infer::Executor {
   int max_running() const override;
   int max_step_tokens() const override;
   std::vector<std::int32_t> execute(const gpuscout::infer::StepPlan& plan) override;
+  // Pipelined: submit() queues the step (metadata copy, graph or kernels, token copy) and returns;
+  // the GPU starts it as soon as the step before it ends, so the host's collect, plan and launch
+  // of the next step no longer sit between two steps. A pending decode token is read on the GPU
+  // from the previous step's sampled rows.
+  void submit(const gpuscout::infer::StepPlan& plan) override;
+  std::vector<std::int32_t> collect() override;
 
   const EngineInfo& info() const;
   const gpuscout::infer::TransformerConfig& config() const;
@@ -121,6 +127,11 @@ class CudaEngine final : public gpuscout::infer::Executor {
   // reference); only kept when `keep_logits(true)` was called before it.
   void keep_logits(bool keep);
   const std::vector<std::vector<float>>& last_logits() const;
+  // Bench only (TP1, decode-only plans with a graph): GPU milliseconds per replay of the plan's step
+  // graph, `replays` launches back to back between two events with the metadata copied once (each
+  // replay rewrites the same KV slots). Against execute()'s wall time per step it gives the time a
+  // step spends outside the GPU's work: metadata copy, launch, token copy and host wake-up.
+  double time_graph_replays(const gpuscout::infer::StepPlan& plan, int replays);
 
  private:
   struct Impl;

@@ -56,11 +56,15 @@ void init_weights(T* dst, std::uint64_t seed, WeightKind kind, std::uint32_t lay
 }
 
 // ---------------------------------------------------------------------------------------------
-// out[i] = src[index[i]]: the embedding lookup and the gather before the LM head.
-__global__ void gather_rows_kernel(const bf16* src, const std::int32_t* index, int width, bf16* out) {
+// out[i] = src[index[i]]: the embedding lookup and the gather before the LM head. A negative index
+// -1 - j stands for pending[j] (a token the previous step sampled: pipelined stepping).
+__global__ void gather_rows_kernel(const bf16* src, const std::int32_t* index, const std::int32_t* pending, int width,
+                                   bf16* out) {
   pdl_wait();
   pdl_trigger();
-  const bf16* from = src + static_cast<std::int64_t>(index[blockIdx.x]) * width;
+  std::int32_t at = index[blockIdx.x];
+  if (at < 0 && pending != nullptr) at = pending[-1 - at];
+  const bf16* from = src + static_cast<std::int64_t>(at) * width;
   bf16* to = out + static_cast<std::int64_t>(blockIdx.x) * width;
   if (width % 8 == 0) {
     const auto* from4 = reinterpret_cast<const uint4*>(from);
@@ -71,9 +75,10 @@ __global__ void gather_rows_kernel(const bf16* src, const std::int32_t* index, i
   }
 }
 
-void gather(const bf16* src, const std::int32_t* index, int count, int width, bf16* out, cudaStream_t stream) {
+void gather(const bf16* src, const std::int32_t* index, const std::int32_t* pending, int count, int width, bf16* out,
+            cudaStream_t stream) {
   if (count <= 0) return;
-  launch_kernel(gather_rows_kernel, count, 256, 0, stream, src, index, width, out);
+  launch_kernel(gather_rows_kernel, count, 256, 0, stream, src, index, pending, width, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -717,13 +722,13 @@ void launch_init_weights_fp8(std::uint8_t* dst, std::uint64_t seed, gpuscout::in
 }
 
 void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, int hidden, bf16* out,
-                      cudaStream_t stream) {
-  gather(table, tokens, rows, hidden, out, stream);
+                      cudaStream_t stream, const std::int32_t* previous_sampled) {
+  gather(table, tokens, previous_sampled, rows, hidden, out, stream);
 }
 
 void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count, int width, bf16* out,
                         cudaStream_t stream) {
-  gather(x, rows_index, count, width, out, stream);
+  gather(x, rows_index, nullptr, count, width, out, stream);
 }
 
 void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {

@@ -73,9 +73,10 @@ void launch_init_weights(bf16* dst, std::uint64_t seed, gpuscout::infer::WeightK
                          int in_features, std::int64_t row0, std::int64_t rows, std::int64_t col0, std::int64_t cols,
                          cudaStream_t stream);
 
-// out[t] = table[tokens[t]] (rows of width `hidden`).
+// out[t] = table[tokens[t]] (rows of width `hidden`). A token -1 - j is previous_sampled[j]: the
+// token the step before sampled in its row j, read on the GPU (pipelined stepping).
 void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, int hidden, bf16* out,
-                      cudaStream_t stream);
+                      cudaStream_t stream, const std::int32_t* previous_sampled = nullptr);
 
 // out = x / sqrt(mean(x^2) + eps) * weight, per row. out may not alias x.
 void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream);

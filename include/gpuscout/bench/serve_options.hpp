@@ -36,6 +36,10 @@ struct ServeOptions {
   // decode steps of each CUDA graph (steps), or left as per-call timing made them (alone: shorter
   // start-up, and the step time can move between engines; docs/serving.md).
   bool gemm_ties_in_steps = true;
+  // --stepping: pipelined (default): the host submits a step before it collects the one running
+  // (EngineSut::set_pipelined), so its collect, scheduling and launch overlap the GPU's work;
+  // synchronous: each step is launched after the previous one's tokens are back.
+  bool pipelined_steps = true;
   // Longest sequence any case needs (prompt + output), for the engine's context.
   int max_sequence_tokens() const;
 };

@@ -13,9 +13,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace gpuscout::infer {
+
+// The input token of a decode chunk whose value the step submitted just before is still computing
+// (pipelined stepping: Scheduler::complete_pending, Executor::submit). The executor takes it from
+// that step's results.
+inline constexpr std::int32_t kPendingToken = -1;
 
 struct SchedulerConfig {
   int block_size = 16;          // tokens per KV-cache block
@@ -77,6 +83,14 @@ class Scheduler {
   // Records the executor's sampled token for each chunk with samples=true (in plan order) and
   // returns one output per such chunk. Finished sequences release their blocks.
   std::vector<SequenceOutput> complete(const StepPlan& plan, const std::vector<std::int32_t>& sampled);
+  // Pipelined stepping: completes the plan before its tokens are known, so that the next plan can be
+  // made while the executor runs this one. The tokens it samples are kPendingToken until resolve();
+  // the outputs are complete()'s with token kPendingToken (sequences that reach their length finish
+  // and release their blocks now: a later step reusing them runs after this one). Only the next
+  // plan may be made before resolve(): its decode chunks then carry kPendingToken.
+  std::vector<SequenceOutput> complete_pending(const StepPlan& plan);
+  // The tokens of a plan completed by complete_pending(), in plan order as complete() takes them.
+  void resolve(const StepPlan& plan, const std::vector<std::int32_t>& sampled);
 
   bool idle() const;
   int waiting() const;
@@ -95,6 +109,8 @@ class Scheduler {
   void release(Sequence& seq);  // blocks and slot back to the free lists, out of running_
   void add_chunk(Sequence& seq, int tokens, bool decode, StepPlan& plan, int& budget);
   int chunk_size(int remaining, int budget) const;
+  // complete() and complete_pending() (sampled null).
+  std::vector<SequenceOutput> finish_step(const StepPlan& plan, const std::vector<std::int32_t>* sampled);
 
   SchedulerConfig config_;
   std::deque<Sequence*> waiting_;
@@ -120,6 +136,22 @@ class Executor {
   // of their block tables) and returns the greedy next token of each chunk with samples=true, in
   // plan order.
   virtual std::vector<std::int32_t> execute(const StepPlan& plan) = 0;
+
+  // Pipelined stepping: submit() starts a plan and may return before it has run; collect() waits
+  // for the oldest plan submitted and not yet collected and returns what execute() would have. At
+  // most two plans are outstanding. A decode chunk may carry kPendingToken when the plan submitted
+  // just before samples its sequence: the executor uses that step's token. The default runs the
+  // plan in submit(), through execute().
+  virtual void submit(const StepPlan& plan);
+  virtual std::vector<std::int32_t> collect();
+
+ protected:
+  // Sequence id -> index among the plan's sampling chunks (the order of execute()'s result).
+  static std::unordered_map<std::uint64_t, int> sampling_index(const StepPlan& plan);
+
+ private:
+  std::deque<std::vector<std::int32_t>> collected_;  // the default submit()'s results, oldest first
+  std::unordered_map<std::uint64_t, std::int32_t> last_sampled_;  // by sequence, of the last submit()
 };
 
 }  // namespace gpuscout::infer
