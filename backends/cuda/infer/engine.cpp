@@ -700,7 +700,9 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
     // Graph layout: every bucket row is a decode row and samples; the kernels' grids see the
     // engine's limits, not this step's.
     rows = nd = ns = bucket;
-    d.mbps_d = mbps;
+    // Block tables as long as the context class needs: the table copy of a batch-32 step at context
+    // class 2048 is 16 KB, not the 256 KB of the engine's longest context (32768 tokens).
+    d.mbps_d = std::min(mbps, ceil_div(ctx_class, bs));
     d.dec_max_ctx = ctx_class;
     const auto plan_for = attention_plans.find({bucket, ctx_class});
     if (plan_for != attention_plans.end()) d.attention = plan_for->second;
@@ -1489,7 +1491,7 @@ CudaEngine::Impl::StepKey CudaEngine::Impl::key_for(const gi::StepPlan& plan) co
   return k;
 }
 
-double CudaEngine::time_graph_replays(const gi::StepPlan& plan, int replays) {
+double CudaEngine::time_graph_replays(const gi::StepPlan& plan, int replays, bool with_copies) {
   Impl& e = *impl_;
   if (e.tp != 1 || replays < 1) throw std::invalid_argument("time_graph_replays: TP1 and at least one replay");
   if (!e.submitted.empty()) throw std::logic_error("time_graph_replays while pipelined steps are in flight");
@@ -1503,7 +1505,17 @@ double CudaEngine::time_graph_replays(const gi::StepPlan& plan, int replays) {
       cudaMemcpyAsync(r.meta, e.staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
   Event start, stop;
   GPUSCOUT_CUDA_CHECK(cudaEventRecord(start.get(), r.stream));
-  for (int i = 0; i < replays; ++i) GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second, r.stream));
+  for (int i = 0; i < replays; ++i) {
+    if (with_copies && i > 0) {
+      GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(r.meta, e.staging, d.meta.words * sizeof(std::int32_t),
+                                          cudaMemcpyHostToDevice, r.stream));
+    }
+    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second, r.stream));
+    if (with_copies) {
+      GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(e.tokens_mem, r.sampled, static_cast<std::size_t>(d.ns) * sizeof(std::int32_t),
+                                          cudaMemcpyDeviceToHost, r.stream));
+    }
+  }
   GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop.get(), r.stream));
   GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
   float ms = 0;

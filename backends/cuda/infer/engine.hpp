@@ -131,7 +131,8 @@ class CudaEngine final : public gpuscout::infer::Executor {
   // graph, `replays` launches back to back between two events with the metadata copied once (each
   // replay rewrites the same KV slots). Against execute()'s wall time per step it gives the time a
   // step spends outside the GPU's work: metadata copy, launch, token copy and host wake-up.
-  double time_graph_replays(const gpuscout::infer::StepPlan& plan, int replays);
+  // with_copies: each replay also copies the metadata in and the tokens out, as a step does.
+  double time_graph_replays(const gpuscout::infer::StepPlan& plan, int replays, bool with_copies = false);
 
  private:
   struct Impl;
