@@ -5,7 +5,8 @@
 # the previous build ($DIST/old/infer_kernels_test) and this one interleaved twice; the engine checks;
 # `infer_engine_test --bench llama-3.1-8b` of both builds interleaved ROUNDS times.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_attention_fetch_ahead_h200.sh
-# Writes $OUT/attention-fetch-ahead.txt.
+# Writes $OUT/attention-fetch-ahead.txt. The change it measured was reverted (bench/NOTES.md, session 13):
+# to rerun it, check out the commit that added this script.
 set -u
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"

@@ -208,41 +208,23 @@ __global__ void __launch_bounds__(kThreads)
   }
   const TileCursor start = lookup;
   // Cache rows (block * kv_heads + kvh) * block_size + offset of the tile at `lookup`, one per
-  // thread of the first 64, into ring slot x % (kStages + 1); then the cursor moves on. In the loop
-  // the block-table read is issued (fetch_tile) one iteration before its row goes into the ring
-  // (commit_tile, after the iteration's compute): computing the row right after the read made
-  // warps 0-1, and at the next barrier the whole block, wait one L2 round trip per tile.
-  struct FetchedTile {
-    bool live = false, valid = false;
-    int slot = 0;
-    std::uint32_t block = 0, offset = 0;  // row = block * kv_heads * block_size + offset
-  };
-  auto fetch_tile = [&](FetchedTile& f) {
-    f.live = lookup.x < x1;
-    if (!f.live) return;
-    f.slot = lookup.x % (kStages + 1);
-    if (tid < kTileRows) {
-      const int token = lookup.j * kTileRows + tid;
-      f.valid = token < lookup.ctx;
-      if (f.valid) {
-        const std::int32_t* table =
-            batch.block_tables + static_cast<std::int64_t>(lookup.seq) * batch.max_blocks_per_seq;
-        f.block = static_cast<std::uint32_t>(table[token / shape.block_size]);
-        f.offset = static_cast<std::uint32_t>(lookup.kvh * shape.block_size + token % shape.block_size);
-      }
-    }
-    lookup.advance(prefix, batch, kv_heads);
-  };
-  auto commit_tile = [&](const FetchedTile& f) {
-    if (f.live && tid < kTileRows) {
-      ring[f.slot * kTileRows + tid] =
-          f.valid ? f.block * static_cast<std::uint32_t>(kv_heads * shape.block_size) + f.offset : kNoRow;
-    }
-  };
+  // thread of the first 64, into ring slot x % (kStages + 1); then the cursor moves on.
   auto lookup_tile = [&] {
-    FetchedTile f;
-    fetch_tile(f);
-    commit_tile(f);
+    if (lookup.x < x1) {
+      if (tid < kTileRows) {
+        const int token = lookup.j * kTileRows + tid;
+        std::uint32_t row = kNoRow;
+        if (token < lookup.ctx) {
+          const std::int32_t* table =
+              batch.block_tables + static_cast<std::int64_t>(lookup.seq) * batch.max_blocks_per_seq;
+          row =
+              (static_cast<std::uint32_t>(table[token / shape.block_size]) * kv_heads + lookup.kvh) * shape.block_size +
+              token % shape.block_size;
+        }
+        ring[(lookup.x % (kStages + 1)) * kTileRows + tid] = row;
+      }
+      lookup.advance(prefix, batch, kv_heads);
+    }
   };
   for (int s = 0; s < kStages; ++s) lookup_tile();
   __syncthreads();  // the ring's first slots
@@ -334,8 +316,7 @@ __global__ void __launch_bounds__(kThreads)
       m = -INFINITY;
       l = 0.0f;
     }
-    FetchedTile next;
-    fetch_tile(next);  // tile it + kStages, committed into the slot tile it - 1 used at the end
+    lookup_tile();  // tile it + kStages, into the slot tile it - 1 used
     issue_tile((it + kStages - 1) % kStages);
 
     // S (query heads x this warp's 16 tokens) = Q K^T.
@@ -494,9 +475,6 @@ __global__ void __launch_bounds__(kThreads)
       }
       // warp_max/warp_sum and the stage are rewritten only after the next iteration's barrier.
     }
-    // Read by the issue of iteration it + 1, after its barrier; the slot last held tile it - 1's
-    // rows, which no issue reads any more.
-    commit_tile(next);
     cur.advance(prefix, batch, kv_heads);
   }
 }
