@@ -256,7 +256,9 @@ double median(std::vector<double> v);
 // Median milliseconds between two collects of decode-only steps when `batch` requests of `prompt`
 // tokens decode `steps` tokens with the steps pipelined as EngineSut does: plan n + 1 is submitted
 // before step n is collected, so the host's share of a step overlaps the GPU's work.
-double pipelined_decode_ms(ci::CudaEngine& engine, int batch, int prompt, int steps, std::uint64_t& next_id) {
+// Also the median host time of submit() (`submit_us`) and of the wait in collect() (`wait_us`).
+double pipelined_decode_ms(ci::CudaEngine& engine, int batch, int prompt, int steps, std::uint64_t& next_id,
+                           double& submit_us, double& wait_us) {
   const gi::TransformerConfig& cfg = engine.config();
   gi::SchedulerConfig sc;
   sc.block_size = engine.kv_block_size();
@@ -274,10 +276,12 @@ double pipelined_decode_ms(ci::CudaEngine& engine, int batch, int prompt, int st
   }
   std::optional<std::pair<gi::StepPlan, bool>> in_flight;  // plan, decode-only
   std::optional<Clock::time_point> last_collect;
-  std::vector<double> intervals;
+  std::vector<double> intervals, submits, waits;
   auto collect = [&] {
+    const auto t0 = Clock::now();
     const auto tokens = engine.collect();
     const auto now = Clock::now();
+    if (in_flight->second) waits.push_back(std::chrono::duration<double, std::micro>(now - t0).count());
     // Both ends of the interval collect decode-only steps: the GPU ran exactly one between them.
     if (in_flight->second && last_collect) {
       intervals.push_back(std::chrono::duration<double, std::milli>(now - *last_collect).count());
@@ -294,11 +298,15 @@ double pipelined_decode_ms(ci::CudaEngine& engine, int batch, int prompt, int st
     }
     bool decode_only = static_cast<int>(plan.chunks.size()) == batch;
     for (const auto& c : plan.chunks) decode_only = decode_only && c.is_decode();
+    const auto t0 = Clock::now();
     engine.submit(plan);
+    if (decode_only) submits.push_back(seconds_since(t0) * 1e6);
     (void)scheduler.complete_pending(plan);
     if (in_flight) collect();
     in_flight.emplace(std::move(plan), decode_only);
   }
+  submit_us = median(submits);
+  wait_us = median(waits);
   return median(intervals);
 }
 
@@ -584,10 +592,11 @@ int bench(const std::string& model, const BenchFlags& flags) {
           "step\n",
           gpu_ms, step * 1e6 - gpu_ms * 1e3, copies_ms, median(host_times) * 1e6);
     }
-    const double piped = pipelined_decode_ms(*engine, batch, prompt, steps, next_id);
+    double submit_us = 0, wait_us = 0;
+    const double piped = pipelined_decode_ms(*engine, batch, prompt, steps, next_id, submit_us, wait_us);
     fmt::print("  pipelined steps (plan n + 1 submitted before step n is collected): {:.3f} ms per step | {:.0f} "
-               "tokens/s | roofline {:.0f}% of it\n",
-               piped, batch / piped * 1e3, 100.0 * roofline / (piped * 1e-3));
+               "tokens/s | roofline {:.0f}% of it | host: submit() {:.1f} us, wait in collect() {:.1f} us\n",
+               piped, batch / piped * 1e3, 100.0 * roofline / (piped * 1e-3), submit_us, wait_us);
   }
 
   // Prefill steps of `seqs` prompts of `len` tokens each (twice, the second timed): one 8192-token

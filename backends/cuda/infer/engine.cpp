@@ -295,9 +295,13 @@ struct Rank {
   std::int32_t *cand_index = nullptr, *all_index = nullptr, *sampled = nullptr;
   float *cand_value = nullptr, *all_value = nullptr;
   void *attn_workspace = nullptr, *lt_workspace = nullptr;
-  std::int32_t* meta = nullptr;
-  // Recorded after a step's token copy, one per pipeline slot (CudaEngine::submit): what collect()
-  // waits for, where the stream may already hold the next step.
+  // A step's metadata, one buffer per pipeline slot: slot s's copy goes in on copy_stream while the
+  // other slot's step runs, and the step waits for it (meta_ready) instead of a copy in its stream.
+  std::array<std::int32_t*, 2> meta{nullptr, nullptr};
+  cudaStream_t copy_stream = nullptr;
+  std::array<cudaEvent_t, 2> meta_ready{nullptr, nullptr};
+  // Recorded after a step, one per pipeline slot (CudaEngine::submit): what collect() waits for,
+  // where the stream may already hold the next step.
   std::array<cudaEvent_t, 2> step_done{nullptr, nullptr};
   // FP8 weights only: quantized activations, the quantization's scratch words, per-class scales.
   std::uint8_t* x_fp8 = nullptr;
@@ -306,7 +310,9 @@ struct Rank {
   float* fp8_scales = nullptr;  // class c's scale at fp8_scales[c * kFp8ScaleStride]
   std::unique_ptr<GemmRunner> gemm;
   int g_qkv = 0, g_o = 0, g_gate_up = 0, g_down = 0, g_lm = 0;
-  std::map<std::pair<int, int>, cudaGraphExec_t> graphs;  // (decode bucket, context class) -> replayable step
+  // (decode bucket, context class) -> replayable step, one graph per pipeline slot (its metadata
+  // buffer and token destination).
+  std::map<std::pair<int, int>, std::array<cudaGraphExec_t, 2>> graphs;
 };
 
 }  // namespace
@@ -327,9 +333,11 @@ struct CudaEngine::Impl {
   std::vector<std::unique_ptr<Rank>> ranks;
   std::unique_ptr<RankPool> pool;
   // Pinned, one block per pipeline slot (two steps may be outstanding): the step's metadata and
-  // its sampled tokens. `staging` is the current slot's block, which fill_step writes.
+  // its sampled tokens. `staging` is the current slot's block, which fill_step writes. The tokens
+  // are mapped: the last kernel of a step writes them there itself (no copy after the step).
   std::int32_t* staging_mem = nullptr;
   std::int32_t* tokens_mem = nullptr;
+  std::array<std::int32_t*, 2> tokens_device{nullptr, nullptr};  // tokens_mem's slots as the GPUs see them
   std::int32_t* staging = nullptr;
   std::size_t meta_words_cap = 0;
   // Pipelined stepping: steps submitted and not yet collected, oldest first, and the sampling rows
@@ -361,7 +369,9 @@ struct CudaEngine::Impl {
   void abort_comms();
   void allocate_and_init_weights(Rank& r);
   void allocate_workspace(Rank& r, bool count_only);
-  void forward(Rank& r, const StepDims& d, cudaStream_t stream);
+  // One forward pass over the step whose metadata is in r.meta[slot]; rank 0 also writes the
+  // sampled tokens to tokens_device[slot].
+  void forward(Rank& r, const StepDims& d, cudaStream_t stream, int slot);
   void all_reduce(Rank& r, bf16* buf, std::size_t count, cudaStream_t stream);
   StepDims fill_step(const gi::StepPlan& plan, int bucket, int ctx_class);
   StepDims fill_padding(int bucket, int ctx_class);
@@ -375,8 +385,8 @@ struct CudaEngine::Impl {
   StepKey key_for(const gi::StepPlan& plan) const;
   void capture(Rank& r, std::pair<int, int> key, const StepDims& d);
   // key.first 0: eager. launch_on_rank queues the step (metadata copy from the current staging
-  // block, graph or kernels, token copy into `slot`'s block, step_done[slot]); step_on_rank also
-  // waits for it.
+  // block into meta[slot] on the copy stream, graph or kernels of `slot`, step_done[slot]);
+  // step_on_rank also waits for it.
   void launch_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key, int slot);
   void step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key);
   void tune(Rank& r, std::vector<std::string>& lines);
@@ -391,10 +401,18 @@ CudaEngine::Impl::~Impl() {
     if (!r) continue;
     GPUSCOUT_CUDA_CHECK_NOTHROW(cudaSetDevice(r->device));
     if (r->stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(r->stream));
+    if (r->copy_stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(r->copy_stream));
     for (cudaEvent_t ev : r->step_done) {
       if (ev) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaEventDestroy(ev));
     }
-    for (auto& [b, g] : r->graphs) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(g));
+    for (cudaEvent_t ev : r->meta_ready) {
+      if (ev) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaEventDestroy(ev));
+    }
+    for (auto& [b, g] : r->graphs) {
+      for (cudaGraphExec_t exec : g) {
+        if (exec) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec));
+      }
+    }
     r->gemm.reset();
 #if defined(GPUSCOUT_HAVE_NCCL)
     if (r->comm && !comms_aborted) (void)ncclCommDestroy(r->comm);
@@ -403,6 +421,7 @@ CudaEngine::Impl::~Impl() {
       if (p) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFree(p));
     }
     if (r->stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamDestroy(r->stream));
+    if (r->copy_stream) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaStreamDestroy(r->copy_stream));
   }
   if (staging_mem) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(staging_mem));
   if (tokens_mem) GPUSCOUT_CUDA_CHECK_NOTHROW(cudaFreeHost(tokens_mem));
@@ -520,7 +539,7 @@ void CudaEngine::Impl::allocate_workspace(Rank& r, bool count_only) {
     r.sampled = c.take<std::int32_t>(sr);
     r.attn_workspace = c.take<char>(decode_attention_workspace_bytes(max_running, s.heads, cfg.head_dim, max_context));
     r.lt_workspace = c.take<char>(kLtWorkspaceBytes);
-    r.meta = c.take<std::int32_t>(meta_words_cap);
+    for (auto& m : r.meta) m = c.take<std::int32_t>(meta_words_cap);
     if (opt.fp8_weights) {
       r.x_fp8_bytes =
           rows * std::max<std::size_t>({hidden, static_cast<std::size_t>(s.q_dim), static_cast<std::size_t>(s.ffn)});
@@ -552,11 +571,11 @@ void CudaEngine::Impl::all_reduce(Rank& r, bf16* buf, std::size_t count, cudaStr
 #endif
 }
 
-// One forward pass over the step whose metadata is already in r.meta.
-void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
+void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int slot) {
   const Shard& s = r.shard;
   const int hidden = cfg.hidden;
-  const std::int32_t* m = r.meta;
+  const std::int32_t* m = r.meta[static_cast<std::size_t>(slot)];
+  std::int32_t* tokens_out = r.rank == 0 ? tokens_device[static_cast<std::size_t>(slot)] : nullptr;
   const MetaLayout& L = d.meta;
   const bool first = r.rank == 0;  // adds the residual; the others add their partial sums to it
   auto batch = [m](std::size_t q_start, std::size_t q_len, std::size_t ctx, std::size_t tables, int mbps, int seqs,
@@ -621,7 +640,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   r.gemm->run(r.g_lm, d.ns, r.gathered_norm, r.lm_head, r.logits, false, st);
   if (tp == 1) {
-    launch_argmax(r.logits, d.ns, s.vocab_count, 0, r.sampled, nullptr, st);
+    launch_argmax(r.logits, d.ns, s.vocab_count, 0, r.sampled, nullptr, st, tokens_out);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -635,7 +654,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st) {
   nccl_check(ncclAllGather(r.cand_value, r.all_value, static_cast<std::size_t>(d.ns), ncclFloat32, r.comm, st),
              "ncclAllGather");
   nccl_check(ncclGroupEnd(), "ncclGroupEnd");
-  launch_argmax_merge(r.all_index, r.all_value, tp, d.ns, r.sampled, st);
+  launch_argmax_merge(r.all_index, r.all_value, tp, d.ns, r.sampled, st, tokens_out);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
 #endif
 }
@@ -771,25 +790,38 @@ StepDims CudaEngine::Impl::fill_padding(int bucket, int ctx_class) {
 }
 
 void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims& d) {
-  cudaGraph_t graph = nullptr;
-  GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    forward(r, d, r.stream);
-  } catch (...) {
-    cudaGraph_t broken = nullptr;
-    (void)cudaStreamEndCapture(r.stream, &broken);
-    if (broken) (void)cudaGraphDestroy(broken);
-    throw;
+  std::array<cudaGraphExec_t, 2> execs{nullptr, nullptr};
+  auto drop = [&] {
+    for (cudaGraphExec_t e : execs) {
+      if (e) (void)cudaGraphExecDestroy(e);
+    }
+  };
+  for (int slot = 0; slot < 2; ++slot) {
+    cudaGraph_t graph = nullptr;
+    GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      forward(r, d, r.stream, slot);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      (void)cudaStreamEndCapture(r.stream, &broken);
+      if (broken) (void)cudaGraphDestroy(broken);
+      drop();
+      throw;
+    }
+    cudaError_t rc = cudaStreamEndCapture(r.stream, &graph);
+    if (rc == cudaSuccess) {
+      rc = cudaGraphInstantiate(&execs[static_cast<std::size_t>(slot)], graph, 0);
+      (void)cudaGraphDestroy(graph);
+    }
+    if (rc != cudaSuccess) drop();
+    GPUSCOUT_CUDA_CHECK(rc);
   }
-  GPUSCOUT_CUDA_CHECK(cudaStreamEndCapture(r.stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
-  (void)cudaGraphDestroy(graph);
-  GPUSCOUT_CUDA_CHECK(rc);
-  auto [it, inserted] = r.graphs.emplace(key, exec);
-  if (!inserted) {  // a re-capture (resolve_gemm_ties): the stream is idle, the old graph unused
-    GPUSCOUT_CUDA_CHECK(cudaGraphExecDestroy(it->second));
-    it->second = exec;
+  auto [it, inserted] = r.graphs.emplace(key, execs);
+  if (!inserted) {  // a re-capture (resolve_gemm_ties): the stream is idle, the old graphs unused
+    for (cudaGraphExec_t old : it->second) {
+      if (old) GPUSCOUT_CUDA_CHECK(cudaGraphExecDestroy(old));
+    }
+    it->second = execs;
   }
 }
 
@@ -799,20 +831,21 @@ void CudaEngine::Impl::launch_on_rank(Rank& r, const StepDims& d, std::pair<int,
     if (opt.fault_throws) throw gpuscout::Error(fmt::format("injected fault at step {}", executed_steps));
     return;  // the peers' all-reduce now waits for a rank that never joins
   }
+  const auto s = static_cast<std::size_t>(slot);
+  // The copy runs at once on its own stream, beside the step in flight (the other slot's, reading
+  // the other buffer): only the event wait, not the copy, sits between two steps. meta[slot] was
+  // last read by the step two back, which collect() saw end before this submit.
   GPUSCOUT_CUDA_CHECK(
-      cudaMemcpyAsync(r.meta, staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
+      cudaMemcpyAsync(r.meta[s], staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.copy_stream));
+  GPUSCOUT_CUDA_CHECK(cudaEventRecord(r.meta_ready[s], r.copy_stream));
+  GPUSCOUT_CUDA_CHECK(cudaStreamWaitEvent(r.stream, r.meta_ready[s], 0));
   const auto g = key.first > 0 ? r.graphs.find(key) : r.graphs.end();
   if (g != r.graphs.end()) {
-    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second, r.stream));
+    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second[s], r.stream));
   } else {
-    forward(r, d, r.stream);
+    forward(r, d, r.stream, slot);
   }
-  if (r.rank == 0) {
-    GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(tokens_mem + static_cast<std::size_t>(slot) * max_running, r.sampled,
-                                        static_cast<std::size_t>(d.ns) * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
-                                        r.stream));
-  }
-  GPUSCOUT_CUDA_CHECK(cudaEventRecord(r.step_done[static_cast<std::size_t>(slot)], r.stream));
+  GPUSCOUT_CUDA_CHECK(cudaEventRecord(r.step_done[s], r.stream));
 }
 
 void CudaEngine::Impl::step_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key) {
@@ -835,7 +868,11 @@ void CudaEngine::Impl::abort_comms() {
     if (!r) continue;
     aborts.emplace_back([&rank = *r] {
       (void)cudaSetDevice(rank.device);
-      for (auto& [key, exec] : rank.graphs) (void)cudaGraphExecDestroy(exec);
+      for (auto& [key, execs] : rank.graphs) {
+        for (cudaGraphExec_t exec : execs) {
+          if (exec) (void)cudaGraphExecDestroy(exec);
+        }
+      }
       rank.graphs.clear();
       if (rank.comm) (void)ncclCommAbort(rank.comm);
     });
@@ -1128,12 +1165,12 @@ void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) 
       }
     }
     GPUSCOUT_CUDA_CHECK(
-        cudaMemcpyAsync(r.meta, host.data(), L.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
+        cudaMemcpyAsync(r.meta[0], host.data(), L.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
     AttentionBatch batch;
-    batch.q_start = r.meta + L.dec_q_start;
-    batch.q_len = r.meta + L.dec_q_len;
-    batch.context_len = r.meta + L.dec_ctx;
-    batch.block_tables = r.meta + L.dec_tables;
+    batch.q_start = r.meta[0] + L.dec_q_start;
+    batch.q_len = r.meta[0] + L.dec_q_len;
+    batch.context_len = r.meta[0] + L.dec_ctx;
+    batch.block_tables = r.meta[0] + L.dec_tables;
     batch.max_blocks_per_seq = mbps;
     batch.num_seqs = b;
     batch.max_context = c;
@@ -1252,7 +1289,12 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   GPUSCOUT_CUDA_CHECK(
       cudaHostAlloc(&e.staging_mem, 2 * e.meta_words_cap * sizeof(std::int32_t), cudaHostAllocPortable));
   GPUSCOUT_CUDA_CHECK(cudaHostAlloc(&e.tokens_mem, 2 * static_cast<std::size_t>(e.max_running) * sizeof(std::int32_t),
-                                    cudaHostAllocPortable));
+                                    cudaHostAllocPortable | cudaHostAllocMapped));
+  for (int slot = 0; slot < 2; ++slot) {
+    void* device_view = nullptr;
+    GPUSCOUT_CUDA_CHECK(cudaHostGetDevicePointer(&device_view, e.tokens_mem + slot * e.max_running, 0));
+    e.tokens_device[static_cast<std::size_t>(slot)] = static_cast<std::int32_t*>(device_view);
+  }
   e.staging = e.staging_mem;
 
   for (int r = 0; r < e.tp; ++r) {
@@ -1327,7 +1369,9 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
     GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
     GPUSCOUT_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+    GPUSCOUT_CUDA_CHECK(cudaStreamCreateWithFlags(&r.copy_stream, cudaStreamNonBlocking));
     for (cudaEvent_t& ev : r.step_done) GPUSCOUT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    for (cudaEvent_t& ev : r.meta_ready) GPUSCOUT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     e.allocate_and_init_weights(r);
     std::size_t free_b = 0, total_b = 0;
     GPUSCOUT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -1502,15 +1546,15 @@ double CudaEngine::time_graph_replays(const gi::StepPlan& plan, int replays, boo
   const StepDims d = e.fill_step(plan, k.bucket, k.ctx_class);
   GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
   GPUSCOUT_CUDA_CHECK(
-      cudaMemcpyAsync(r.meta, e.staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
+      cudaMemcpyAsync(r.meta[0], e.staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
   Event start, stop;
   GPUSCOUT_CUDA_CHECK(cudaEventRecord(start.get(), r.stream));
   for (int i = 0; i < replays; ++i) {
     if (with_copies && i > 0) {
-      GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(r.meta, e.staging, d.meta.words * sizeof(std::int32_t),
+      GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(r.meta[0], e.staging, d.meta.words * sizeof(std::int32_t),
                                           cudaMemcpyHostToDevice, r.stream));
     }
-    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second, r.stream));
+    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second[0], r.stream));
     if (with_copies) {
       GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(e.tokens_mem, r.sampled, static_cast<std::size_t>(d.ns) * sizeof(std::int32_t),
                                           cudaMemcpyDeviceToHost, r.stream));

@@ -404,7 +404,8 @@ __device__ __forceinline__ Best better(Best a, Best b) {
 }
 
 __global__ void __launch_bounds__(kRowThreads)
-    argmax_kernel(const bf16* logits, int vocab, int index_offset, std::int32_t* max_index, float* max_value) {
+    argmax_kernel(const bf16* logits, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
+                  std::int32_t* host_index) {
   __shared__ Best partial[kRowThreads / 32];
   pdl_wait();
   pdl_trigger();
@@ -431,12 +432,13 @@ __global__ void __launch_bounds__(kRowThreads)
     // A row of NaN or -inf only: index 0, so the token is still valid.
     if (best.index == INT_MAX) best.index = 0;
     max_index[blockIdx.x] = best.index + index_offset;
+    if (host_index != nullptr) host_index[blockIdx.x] = best.index + index_offset;
     if (max_value != nullptr) max_value[blockIdx.x] = best.value;
   }
 }
 
 __global__ void argmax_merge_kernel(const std::int32_t* candidate_index, const float* candidate_value, int ranks,
-                                    int rows, std::int32_t* out) {
+                                    int rows, std::int32_t* out, std::int32_t* host_out) {
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -445,6 +447,7 @@ __global__ void argmax_merge_kernel(const std::int32_t* candidate_index, const f
   for (int k = 1; k < ranks; ++k)
     best = better(best, Best{candidate_value[k * rows + r], candidate_index[k * rows + r]});
   out[r] = best.index;
+  if (host_out != nullptr) host_out[r] = best.index;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -770,16 +773,17 @@ void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStre
 }
 
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, std::int32_t* host_index) {
   if (rows <= 0) return;
-  launch_kernel(argmax_kernel, rows, kRowThreads, 0, stream, logits, vocab, index_offset, max_index, max_value);
+  launch_kernel(argmax_kernel, rows, kRowThreads, 0, stream, logits, vocab, index_offset, max_index, max_value,
+                host_index);
 }
 
 void launch_argmax_merge(const std::int32_t* candidate_index, const float* candidate_value, int ranks, int rows,
-                         std::int32_t* out, cudaStream_t stream) {
+                         std::int32_t* out, cudaStream_t stream, std::int32_t* host_out) {
   if (rows <= 0) return;
   launch_kernel(argmax_merge_kernel, (rows + 127) / 128, 128, 0, stream, candidate_index, candidate_value, ranks, rows,
-                out);
+                out, host_out);
 }
 
 void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf16* w, int n, int k,

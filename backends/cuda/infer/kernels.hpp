@@ -127,12 +127,14 @@ void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count
 
 // Greedy sampling: per row, the index of the largest logit (lowest index on ties) plus
 // `index_offset` (a vocabulary shard's first id), and the logit itself when `max_value` is set.
+// `host_index` (mapped host memory, or null): the indices written there too, so that the host has
+// them when the step's event completes, with no copy after the kernel.
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
-                   cudaStream_t stream);
+                   cudaStream_t stream, std::int32_t* host_index = nullptr);
 // Tensor-parallel sampling: per row, the shard with the largest value (lowest id on ties) from
-// `ranks` candidates laid out [ranks, rows] (after an all-gather).
+// `ranks` candidates laid out [ranks, rows] (after an all-gather); `host_out` as launch_argmax's.
 void launch_argmax_merge(const std::int32_t* candidate_index, const float* candidate_value, int ranks, int rows,
-                         std::int32_t* out, cudaStream_t stream);
+                         std::int32_t* out, cudaStream_t stream, std::int32_t* host_out = nullptr);
 
 // y[r, n] = sum_k x[r, k] * w[n, k] (+ residual[r, n] when not null) for rows <= kSkinnyMaxRows:
 // the bandwidth-bound decode GEMM (weights streamed once with 16-byte loads). y may alias residual.
