@@ -113,8 +113,8 @@ void EngineSut::collect_oldest(std::vector<serve::TokenEvent>& events) {
   const std::vector<std::int32_t> sampled = executor_.collect();
   scheduler_.resolve(done.plan, sampled);
   if (sampled.size() != done.outputs.size()) {
-    throw std::logic_error(fmt::format("EngineSut: {} tokens collected for a step that samples {}", sampled.size(),
-                                       done.outputs.size()));
+    throw std::logic_error(
+        fmt::format("EngineSut: {} tokens collected for a step that samples {}", sampled.size(), done.outputs.size()));
   }
   for (std::size_t i = 0; i < sampled.size(); ++i) done.outputs[i].token = sampled[i];
   report(done.outputs, done.plan, events);

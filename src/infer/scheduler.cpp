@@ -304,8 +304,8 @@ void Scheduler::resolve(const StepPlan& plan, const std::vector<std::int32_t>& s
     const std::size_t at = static_cast<std::size_t>(chunk.start_position) + chunk.tokens.size();
     std::vector<std::int32_t>& tokens = it->second->tokens;
     if (at >= tokens.size() || tokens[at] != kPendingToken) {
-      throw std::logic_error(fmt::format("Scheduler::resolve: sequence {} has no pending token at position {}",
-                                         chunk.seq_id, at));
+      throw std::logic_error(
+          fmt::format("Scheduler::resolve: sequence {} has no pending token at position {}", chunk.seq_id, at));
     }
     tokens[at] = token;
   }
@@ -319,8 +319,8 @@ void Executor::submit(const StepPlan& plan) {
     if (c.tokens.size() != 1 || c.tokens[0] != kPendingToken) continue;
     const auto it = last_sampled_.find(c.seq_id);
     if (it == last_sampled_.end()) {
-      throw std::logic_error(fmt::format(
-          "{}: sequence {} has a pending token but the previous step did not sample it", name(), c.seq_id));
+      throw std::logic_error(
+          fmt::format("{}: sequence {} has a pending token but the previous step did not sample it", name(), c.seq_id));
     }
     if (run == &plan) {
       resolved = plan;
@@ -330,7 +330,8 @@ void Executor::submit(const StepPlan& plan) {
   }
   std::vector<std::int32_t> tokens = execute(*run);
   last_sampled_.clear();
-  for (const auto& [id, index] : sampling_index(plan)) last_sampled_.emplace(id, tokens[static_cast<std::size_t>(index)]);
+  for (const auto& [id, index] : sampling_index(plan))
+    last_sampled_.emplace(id, tokens[static_cast<std::size_t>(index)]);
   collected_.push_back(std::move(tokens));
 }
 

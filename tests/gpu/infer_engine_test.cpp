@@ -34,8 +34,8 @@
 #include <exception>
 #include <map>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine.hpp"
@@ -244,10 +244,11 @@ int pipeline_check(const gi::TransformerConfig& cfg, const std::vector<int>& gpu
       fmt::print("  request {}: {} synchronous tokens, {} pipelined, equal: {}\n", id, a.size(), b.size(), a == b);
     }
   }
-  fmt::print("pipelined {} TP{} graphs {}: {} requests, {} / {} steps, {} / {} preemptions (synchronous / pipelined), "
-             "{} requests differ -> {}\n",
-             sc.name, gpus.size(), graphs ? "on" : "off", sc.prompts.size(), steps[0], steps[1], preemptions[0],
-             preemptions[1], differ, differ == 0 ? "PASS" : "FAIL");
+  fmt::print(
+      "pipelined {} TP{} graphs {}: {} requests, {} / {} steps, {} / {} preemptions (synchronous / pipelined), "
+      "{} requests differ -> {}\n",
+      sc.name, gpus.size(), graphs ? "on" : "off", sc.prompts.size(), steps[0], steps[1], preemptions[0],
+      preemptions[1], differ, differ == 0 ? "PASS" : "FAIL");
   return differ == 0 ? 0 : 1;
 }
 
@@ -594,9 +595,10 @@ int bench(const std::string& model, const BenchFlags& flags) {
     }
     double submit_us = 0, wait_us = 0;
     const double piped = pipelined_decode_ms(*engine, batch, prompt, steps, next_id, submit_us, wait_us);
-    fmt::print("  pipelined steps (plan n + 1 submitted before step n is collected): {:.3f} ms per step | {:.0f} "
-               "tokens/s | roofline {:.0f}% of it | host: submit() {:.1f} us, wait in collect() {:.1f} us\n",
-               piped, batch / piped * 1e3, 100.0 * roofline / (piped * 1e-3), submit_us, wait_us);
+    fmt::print(
+        "  pipelined steps (plan n + 1 submitted before step n is collected): {:.3f} ms per step | {:.0f} "
+        "tokens/s | roofline {:.0f}% of it | host: submit() {:.1f} us, wait in collect() {:.1f} us\n",
+        piped, batch / piped * 1e3, 100.0 * roofline / (piped * 1e-3), submit_us, wait_us);
   }
 
   // Prefill steps of `seqs` prompts of `len` tokens each (twice, the second timed): one 8192-token

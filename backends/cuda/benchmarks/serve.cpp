@@ -285,11 +285,11 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
   const bench::SampleSummary& times = *timed;
   r.metrics.push_back(
       bench::rate_metric("throughput", "tokens/s", batch, times, "decode tokens per second: batch / step time"));
-  r.metrics.push_back(bench::time_metric("step_time", "ms", 1e3, times,
-                                         run.o.pipelined_steps
-                                             ? "one decode-only engine step: from one step's sampled tokens on the "
-                                               "host to the next one's, with the next step always queued (pipelined)"
-                                             : "wall time of one decode-only engine step (execute() to sampled tokens)"));
+  r.metrics.push_back(bench::time_metric(
+      "step_time", "ms", 1e3, times,
+      run.o.pipelined_steps ? "one decode-only engine step: from one step's sampled tokens on the "
+                              "host to the next one's, with the next step always queued (pipelined)"
+                            : "wall time of one decode-only engine step (execute() to sampled tokens)"));
   r.metrics.push_back(bench::rate_metric("bandwidth", "GB/s", bytes_per_gpu / 1e9, times,
                                          "bytes a step must read per GPU (weights but the embedding table, K/V of "
                                          "the context) / step time; 1 GB = 1e9 B"));

@@ -1551,13 +1551,14 @@ double CudaEngine::time_graph_replays(const gi::StepPlan& plan, int replays, boo
   GPUSCOUT_CUDA_CHECK(cudaEventRecord(start.get(), r.stream));
   for (int i = 0; i < replays; ++i) {
     if (with_copies && i > 0) {
-      GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(r.meta[0], e.staging, d.meta.words * sizeof(std::int32_t),
-                                          cudaMemcpyHostToDevice, r.stream));
+      GPUSCOUT_CUDA_CHECK(
+          cudaMemcpyAsync(r.meta[0], e.staging, d.meta.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
     }
     GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second[0], r.stream));
     if (with_copies) {
-      GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(e.tokens_mem, r.sampled, static_cast<std::size_t>(d.ns) * sizeof(std::int32_t),
-                                          cudaMemcpyDeviceToHost, r.stream));
+      GPUSCOUT_CUDA_CHECK(cudaMemcpyAsync(e.tokens_mem, r.sampled,
+                                          static_cast<std::size_t>(d.ns) * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
+                                          r.stream));
     }
   }
   GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop.get(), r.stream));
@@ -1596,9 +1597,8 @@ std::vector<std::int32_t> CudaEngine::collect() {
   if (e.submitted.empty()) throw std::logic_error("CudaEngine::collect without a submitted step");
   const Impl::Submitted step = e.submitted.front();
   e.submitted.pop_front();
-  e.run_ranks("step", step.index, [&](int ri) {
-    e.wait_rank(*e.ranks[static_cast<std::size_t>(ri)], step.graph_batch, step.slot);
-  });
+  e.run_ranks("step", step.index,
+              [&](int ri) { e.wait_rank(*e.ranks[static_cast<std::size_t>(ri)], step.graph_batch, step.slot); });
   const int sampled = step.sampled;
   if (e.keep) {
     // Tests only: the sampling rows' logits, every rank's vocabulary shard in order (the buffer

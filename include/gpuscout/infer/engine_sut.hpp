@@ -82,7 +82,8 @@ class EngineSut final : public serve::SystemUnderTest {
 
   // Collects the oldest plan in flight: its tokens into the scheduler, outputs and events.
   void collect_oldest(std::vector<serve::TokenEvent>& events);
-  void report(const std::vector<SequenceOutput>& produced, const StepPlan& plan, std::vector<serve::TokenEvent>& events);
+  void report(const std::vector<SequenceOutput>& produced, const StepPlan& plan,
+              std::vector<serve::TokenEvent>& events);
 };
 
 }  // namespace gpuscout::infer

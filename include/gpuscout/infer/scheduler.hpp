@@ -150,7 +150,7 @@ class Executor {
   static std::unordered_map<std::uint64_t, int> sampling_index(const StepPlan& plan);
 
  private:
-  std::deque<std::vector<std::int32_t>> collected_;  // the default submit()'s results, oldest first
+  std::deque<std::vector<std::int32_t>> collected_;               // the default submit()'s results, oldest first
   std::unordered_map<std::uint64_t, std::int32_t> last_sampled_;  // by sequence, of the last submit()
 };
 
