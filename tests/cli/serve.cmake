@@ -32,3 +32,5 @@ gpuscout_cli_test(bench_serve_load_flag_needs_scenario 2 --stdout-empty --stderr
                   -- bench --only serve --requests 10)
 gpuscout_cli_test(bench_serve_bad_engine_tuning 2 --stdout-empty --stderr-contains "--engine-tuning: expected steps or alone"
                   -- bench --only serve --engine-tuning fast)
+gpuscout_cli_test(bench_serve_bad_stepping 2 --stdout-empty --stderr-contains "--stepping: expected pipelined or synchronous"
+                  -- bench --only serve --stepping async)

@@ -211,18 +211,28 @@ std::vector<double> time_steps(const BenchEnv& env, int warmup, const std::funct
 std::vector<double> time_steps_pipelined(const BenchEnv& env, int warmup, ci::CudaEngine& engine,
                                          const core::StepPlan& plan) {
   engine.submit(plan);
-  for (int i = 0; i < warmup && !env.stop_requested(); ++i) {
-    engine.submit(plan);
-    (void)engine.collect();
-  }
   std::vector<double> samples;
-  const auto t0 = Clock::now();
-  auto last = Clock::now();
-  while (!env.stop_requested() && !bench::should_stop(env.options.timing, samples, seconds_since(t0))) {
-    engine.submit(plan);
-    (void)engine.collect();
-    samples.push_back(seconds_since(last));
-    last = Clock::now();
+  try {
+    for (int i = 0; i < warmup && !env.stop_requested(); ++i) {
+      engine.submit(plan);
+      (void)engine.collect();
+    }
+    const auto t0 = Clock::now();
+    auto last = Clock::now();
+    while (!env.stop_requested() && !bench::should_stop(env.options.timing, samples, seconds_since(t0))) {
+      engine.submit(plan);
+      (void)engine.collect();
+      samples.push_back(seconds_since(last));
+      last = Clock::now();
+    }
+  } catch (...) {
+    // The step still queued is collected (or fails as well), so that a later case's synchronous
+    // steps report their own error, not this one's leftover.
+    try {
+      (void)engine.collect();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one rethrown
+    }
+    throw;
   }
   (void)engine.collect();
   return samples;

@@ -798,7 +798,11 @@ void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims&
   };
   for (int slot = 0; slot < 2; ++slot) {
     cudaGraph_t graph = nullptr;
-    GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+    if (const cudaError_t begun = cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal);
+        begun != cudaSuccess) {
+      drop();
+      GPUSCOUT_CUDA_CHECK(begun);
+    }
     try {
       forward(r, d, r.stream, slot);
     } catch (...) {
