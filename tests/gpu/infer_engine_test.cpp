@@ -76,6 +76,29 @@ struct Totals {
   double worst_abs = 0, worst_rel_l2 = 0;
 };
 
+// The engine and scheduler settings of a scenario (KV blocks of 16 tokens).
+ci::EngineOptions engine_options(const std::vector<int>& gpus, bool graphs, const Scenario& sc) {
+  ci::EngineOptions eo;
+  eo.gpus = gpus;
+  eo.kv_block_size = 16;
+  eo.max_kv_blocks = sc.num_blocks;
+  eo.max_running = sc.max_running;
+  eo.max_step_tokens = sc.max_step_tokens;
+  eo.cuda_graphs = graphs;
+  return eo;
+}
+
+gi::SchedulerConfig scheduler_config(const ci::CudaEngine& engine, const gi::TransformerConfig& cfg,
+                                     const Scenario& sc) {
+  gi::SchedulerConfig sconf;
+  sconf.block_size = 16;
+  sconf.num_blocks = std::min(engine.kv_blocks(), sc.num_blocks);
+  sconf.max_step_tokens = sc.max_step_tokens;
+  sconf.max_running = sc.max_running;
+  sconf.max_sequence_tokens = static_cast<int>(cfg.max_context);
+  return sconf;
+}
+
 // Runs one scenario through both executors with the same plans; returns failures. fp8: FP8
 // weights on both sides; the engine also quantizes activations per tensor on its cuBLASLt path,
 // which the reference does not model, so the bounds are wider (still far below what a wrong scale,
@@ -83,14 +106,8 @@ struct Totals {
 int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus, bool graphs, const Scenario& sc,
                  bool fp8 = false, ci::DecodeAttentionPlan attention_plan = {}, bool own_gemms = false) {
   const double max_rel_abs = fp8 ? 0.15 : 0.03, max_rel_l2 = fp8 ? 0.08 : 0.02, tie_margin = fp8 ? 0.3 : 0.05;
-  ci::EngineOptions eo;
+  ci::EngineOptions eo = engine_options(gpus, graphs, sc);
   eo.fp8_weights = fp8;
-  eo.gpus = gpus;
-  eo.kv_block_size = 16;
-  eo.max_kv_blocks = sc.num_blocks;
-  eo.max_running = sc.max_running;
-  eo.max_step_tokens = sc.max_step_tokens;
-  eo.cuda_graphs = graphs;
   eo.attention_plan_override = attention_plan;
   eo.prefer_own_gemm_kernels = own_gemms;
   auto engine = ci::CudaEngine::create(cfg, eo);
@@ -111,13 +128,7 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   ro.fp8_weights = fp8;
   gi::ReferenceModel reference(cfg, ro);
 
-  gi::SchedulerConfig sconf;
-  sconf.block_size = 16;
-  sconf.num_blocks = std::min(engine->kv_blocks(), sc.num_blocks);
-  sconf.max_step_tokens = sc.max_step_tokens;
-  sconf.max_running = sc.max_running;
-  sconf.max_sequence_tokens = static_cast<int>(cfg.max_context);
-  gi::Scheduler scheduler(sconf);
+  gi::Scheduler scheduler(scheduler_config(*engine, cfg, sc));
   for (std::size_t i = 0; i < sc.prompts.size(); ++i) {
     gi::SequenceRequest req;
     req.id = i + 1;
@@ -199,20 +210,8 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
 // on the GPU): every request's tokens equal those of synchronous steps on the same engine, through
 // chunked prefill, mixed steps, graph and eager steps and preemption.
 int pipeline_check(const gi::TransformerConfig& cfg, const std::vector<int>& gpus, bool graphs, const Scenario& sc) {
-  ci::EngineOptions eo;
-  eo.gpus = gpus;
-  eo.kv_block_size = 16;
-  eo.max_kv_blocks = sc.num_blocks;
-  eo.max_running = sc.max_running;
-  eo.max_step_tokens = sc.max_step_tokens;
-  eo.cuda_graphs = graphs;
-  auto engine = ci::CudaEngine::create(cfg, eo);
-  gi::SchedulerConfig sconf;
-  sconf.block_size = 16;
-  sconf.num_blocks = std::min(engine->kv_blocks(), sc.num_blocks);
-  sconf.max_step_tokens = sc.max_step_tokens;
-  sconf.max_running = sc.max_running;
-  sconf.max_sequence_tokens = static_cast<int>(cfg.max_context);
+  auto engine = ci::CudaEngine::create(cfg, engine_options(gpus, graphs, sc));
+  const gi::SchedulerConfig sconf = scheduler_config(*engine, cfg, sc);
   std::unordered_map<std::uint64_t, std::vector<std::int32_t>> outputs[2];
   std::int64_t preemptions[2] = {0, 0}, steps[2] = {0, 0};
   for (int pipelined : {0, 1}) {
