@@ -33,6 +33,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -253,27 +254,35 @@ int pipeline_check(const gi::TransformerConfig& cfg, const std::vector<int>& gpu
 
 double median(std::vector<double> v);
 
-// Median milliseconds between two collects of decode-only steps when `batch` requests of `prompt`
-// tokens decode `steps` tokens with the steps pipelined as EngineSut does: plan n + 1 is submitted
-// before step n is collected, so the host's share of a step overlaps the GPU's work.
-// Also the median host time of submit() (`submit_us`) and of the wait in collect() (`wait_us`).
-double pipelined_decode_ms(ci::CudaEngine& engine, int batch, int prompt, int steps, std::uint64_t& next_id,
-                           double& submit_us, double& wait_us) {
-  const gi::TransformerConfig& cfg = engine.config();
+// A scheduler holding `batch` requests of `prompt` tokens, each to decode `steps` tokens after its
+// first (the bench's decode cases).
+std::unique_ptr<gi::Scheduler> decode_batch(const ci::CudaEngine& engine, int batch, int prompt, int steps,
+                                            std::uint64_t& next_id) {
   gi::SchedulerConfig sc;
   sc.block_size = engine.kv_block_size();
   sc.num_blocks = engine.kv_blocks();
   sc.max_step_tokens = engine.max_step_tokens();
   sc.max_running = engine.max_running();
   sc.max_sequence_tokens = 4096;
-  gi::Scheduler scheduler(sc);
+  auto scheduler = std::make_unique<gi::Scheduler>(sc);
   for (int b = 0; b < batch; ++b) {
     gi::SequenceRequest r;
     r.id = next_id++;
-    for (int p = 0; p < prompt; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
+    for (int p = 0; p < prompt; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, engine.config().vocab));
     r.max_new_tokens = steps + 1;
-    scheduler.add(std::move(r));
+    scheduler->add(std::move(r));
   }
+  return scheduler;
+}
+
+// Median milliseconds between two collects of decode-only steps when `batch` requests of `prompt`
+// tokens decode `steps` tokens with the steps pipelined as EngineSut does: plan n + 1 is submitted
+// before step n is collected, so the host's share of a step overlaps the GPU's work.
+// Also the median host time of submit() (`submit_us`) and of the wait in collect() (`wait_us`).
+double pipelined_decode_ms(ci::CudaEngine& engine, int batch, int prompt, int steps, std::uint64_t& next_id,
+                           double& submit_us, double& wait_us) {
+  const auto owned = decode_batch(engine, batch, prompt, steps, next_id);
+  gi::Scheduler& scheduler = *owned;
   std::optional<std::pair<gi::StepPlan, bool>> in_flight;  // plan, decode-only
   std::optional<Clock::time_point> last_collect;
   std::vector<double> intervals, submits, waits;
@@ -528,21 +537,9 @@ int bench(const std::string& model, const BenchFlags& flags) {
   const double kv_per_token = static_cast<double>(cfg.kv_bytes_per_token(2)) / tp;
   std::uint64_t next_id = 1;
   for (int batch : {1, 8, 32}) {
-    gi::SchedulerConfig sc;
-    sc.block_size = engine->kv_block_size();
-    sc.num_blocks = engine->kv_blocks();
-    sc.max_step_tokens = engine->max_step_tokens();
-    sc.max_running = engine->max_running();
-    sc.max_sequence_tokens = 4096;
-    gi::Scheduler scheduler(sc);
     const int prompt = 512, steps = 64;
-    for (int b = 0; b < batch; ++b) {
-      gi::SequenceRequest r;
-      r.id = next_id++;
-      for (int p = 0; p < prompt; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
-      r.max_new_tokens = steps + 1;
-      scheduler.add(std::move(r));
-    }
+    const auto owned = decode_batch(*engine, batch, prompt, steps, next_id);
+    gi::Scheduler& scheduler = *owned;
     std::vector<double> times, kv_bytes, host_times;
     gi::StepPlan last_decode;
     while (!scheduler.idle()) {
