@@ -383,7 +383,9 @@ struct CudaEngine::Impl {
     std::pair<int, int> graph{0, 0};
   };
   StepKey key_for(const gi::StepPlan& plan) const;
-  void capture(Rank& r, std::pair<int, int> key, const StepDims& d);
+  // The graph of one pipeline slot. Start-up timing captures and re-captures slot 0 only; slot 1
+  // is captured once the choices are final (the end of create()).
+  void capture(Rank& r, std::pair<int, int> key, const StepDims& d, int slot);
   // key.first 0: eager. launch_on_rank queues the step (metadata copy from the current staging
   // block into meta[slot] on the copy stream, graph or kernels of `slot`, step_done[slot]);
   // step_on_rank also waits for it.
@@ -789,44 +791,33 @@ StepDims CudaEngine::Impl::fill_padding(int bucket, int ctx_class) {
   return fill_step(gi::StepPlan{}, bucket, ctx_class);
 }
 
-void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims& d) {
-  std::array<cudaGraphExec_t, 2> execs{nullptr, nullptr};
-  auto drop = [&] {
-    for (cudaGraphExec_t e : execs) {
-      if (e) (void)cudaGraphExecDestroy(e);
-    }
-  };
-  for (int slot = 0; slot < 2; ++slot) {
-    cudaGraph_t graph = nullptr;
-    if (const cudaError_t begun = cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal);
-        begun != cudaSuccess) {
-      drop();
-      GPUSCOUT_CUDA_CHECK(begun);
-    }
-    try {
-      forward(r, d, r.stream, slot);
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      (void)cudaStreamEndCapture(r.stream, &broken);
-      if (broken) (void)cudaGraphDestroy(broken);
-      drop();
-      throw;
-    }
-    cudaError_t rc = cudaStreamEndCapture(r.stream, &graph);
-    if (rc == cudaSuccess) {
-      rc = cudaGraphInstantiate(&execs[static_cast<std::size_t>(slot)], graph, 0);
-      (void)cudaGraphDestroy(graph);
-    }
-    if (rc != cudaSuccess) drop();
-    GPUSCOUT_CUDA_CHECK(rc);
+void CudaEngine::Impl::capture(Rank& r, std::pair<int, int> key, const StepDims& d, int slot) {
+  cudaGraph_t graph = nullptr;
+  GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    forward(r, d, r.stream, slot);
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    (void)cudaStreamEndCapture(r.stream, &broken);
+    if (broken) (void)cudaGraphDestroy(broken);
+    throw;
   }
-  auto [it, inserted] = r.graphs.emplace(key, execs);
-  if (!inserted) {  // a re-capture (resolve_gemm_ties): the stream is idle, the old graphs unused
-    for (cudaGraphExec_t old : it->second) {
-      if (old) GPUSCOUT_CUDA_CHECK(cudaGraphExecDestroy(old));
+  GPUSCOUT_CUDA_CHECK(cudaStreamEndCapture(r.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  GPUSCOUT_CUDA_CHECK(rc);
+  // A re-capture (resolve_gemm_ties) finds the stream idle and the old graphs unused. Slot 0's
+  // re-capture also drops slot 1's graph, whose kernel choices may now be stale.
+  auto& execs = r.graphs[key];
+  const auto s = static_cast<std::size_t>(slot);
+  for (std::size_t i = 0; i < execs.size(); ++i) {
+    if (execs[i] != nullptr && (i == s || slot == 0)) {
+      GPUSCOUT_CUDA_CHECK(cudaGraphExecDestroy(execs[i]));
+      execs[i] = nullptr;
     }
-    it->second = execs;
   }
+  execs[s] = exec;
 }
 
 void CudaEngine::Impl::launch_on_rank(Rank& r, const StepDims& d, std::pair<int, int> key, int slot) {
@@ -844,7 +835,7 @@ void CudaEngine::Impl::launch_on_rank(Rank& r, const StepDims& d, std::pair<int,
   GPUSCOUT_CUDA_CHECK(cudaEventRecord(r.meta_ready[s], r.copy_stream));
   GPUSCOUT_CUDA_CHECK(cudaStreamWaitEvent(r.stream, r.meta_ready[s], 0));
   const auto g = key.first > 0 ? r.graphs.find(key) : r.graphs.end();
-  if (g != r.graphs.end()) {
+  if (g != r.graphs.end() && g->second[s] != nullptr) {
     GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(g->second[s], r.stream));
   } else {
     forward(r, d, r.stream, slot);
@@ -1032,7 +1023,7 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
     auto recapture = [&](int c) {
       const StepDims pad = fill_padding(b, c);
       run_ranks("start-up capture, batch", b, [&](int ri) {
-        capture(*ranks[static_cast<std::size_t>(ri)], {b, c}, pad);
+        capture(*ranks[static_cast<std::size_t>(ri)], {b, c}, pad, 0);
       });
     };
     std::vector<int> kept;  // classes swapped in the last timed context class
@@ -1469,13 +1460,24 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
       e.run_ranks("start-up step, batch", b, [&](int ri) {
         Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
         e.step_on_rank(r, d, {0, 0});
-        if (options.cuda_graphs) e.capture(r, {b, c}, d);
+        if (options.cuda_graphs) e.capture(r, {b, c}, d, 0);
       });
     }
     if (options.cuda_graphs) e.info.graph_buckets.push_back(b);
   }
   if (options.cuda_graphs && options.resolve_gemm_ties && !options.prefer_own_gemm_kernels) {
     e.resolve_gemm_ties(e.info.gemm_choices);
+  }
+  if (options.cuda_graphs) {
+    // Pipelined steps alternate between two graphs (their own metadata buffers and token slots).
+    for (int b : e.buckets) {
+      for (int c : e.ctx_classes) {
+        const StepDims d = e.fill_padding(b, c);
+        e.run_ranks("start-up capture, batch", b, [&](int ri) {
+          e.capture(*e.ranks[static_cast<std::size_t>(ri)], {b, c}, d, 1);
+        });
+      }
+    }
   }
 
   e.info.tp = e.tp;
