@@ -328,22 +328,13 @@ int fault_checks(const gi::TransformerConfig& tiny) {
   for (bool throws : {true, false}) {
     const char* kind = throws ? "rank fails" : "rank hangs";
     std::fprintf(stderr, "fault check: %s at step 3 of TP2 (collective timeout %g s)\n", kind, kTimeout);
-    ci::EngineOptions eo;
-    eo.gpus = {0, 1};
-    eo.max_kv_blocks = 64;
-    eo.max_running = 8;
-    eo.max_step_tokens = 64;
+    const Scenario sc;  // 64 KV blocks, 64-token steps, batches up to 8
+    ci::EngineOptions eo = engine_options({0, 1}, true, sc);
     eo.collective_timeout_s = kTimeout;
     eo.inject_fault_at_step = 3;
     eo.fault_throws = throws;
     auto engine = ci::CudaEngine::create(tiny, eo);
-    gi::SchedulerConfig sconf;
-    sconf.block_size = eo.kv_block_size;
-    sconf.num_blocks = engine->kv_blocks();
-    sconf.max_step_tokens = eo.max_step_tokens;
-    sconf.max_running = eo.max_running;
-    sconf.max_sequence_tokens = static_cast<int>(tiny.max_context);
-    gi::Scheduler scheduler(sconf);
+    gi::Scheduler scheduler(scheduler_config(*engine, tiny, sc));
     gi::SequenceRequest req;
     req.id = 1;
     for (int p = 0; p < 20; ++p) req.prompt.push_back(gi::prompt_token(7, req.id, p, tiny.vocab));
