@@ -485,7 +485,8 @@ struct BatchHost {
 enum class DecodeKernel { automatic, streaming, split };
 
 void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode,
-                        DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0) {
+                        DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0,
+                        PrefillAttentionPath prefill_path = PrefillAttentionPath::automatic) {
   const int seqs = static_cast<int>(b.ctx.size());
   const Paged p = make_paged(shape, b.ctx);
   int rows = 0, max_q = 0, max_ctx = 0;
@@ -522,9 +523,10 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
       }
       CUDA_CHECK(cudaDeviceSynchronize());
     }
-  } else {
-    launch_prefill_attention(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, dout.as<bf16>(),
-                             out_stride, nullptr);
+  } else if (!launch_prefill_attention_path(prefill_path, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch,
+                                            shape, dout.as<bf16>(), out_stride, nullptr)) {
+    std::printf("SKIP  %s: this kernel does not run on this GPU or head size\n", name.c_str());
+    return;
   }
   const auto got = dout.download();
   std::vector<float> g;
@@ -622,6 +624,15 @@ void test_decode_attention() {
   run_decode_cases("decode attention D 64 heads 8 kv 2 block 7 (300 sequences)", AttentionShape{8, 2, 64, 7}, many);
 }
 
+// The automatic choice, then each prefill kernel on its own (the warpgroup-MMA one only where it runs).
+void run_prefill_cases(const std::string& name, const AttentionShape& shape, const BatchHost& b) {
+  run_attention_case(name, shape, b, false);
+  run_attention_case(name + " [mma.sync]", shape, b, false, DecodeKernel::automatic, 0, PrefillAttentionPath::mma_sync);
+  if (prefill_attention_wgmma_supported(shape.head_dim)) {
+    run_attention_case(name + " [wgmma]", shape, b, false, DecodeKernel::automatic, 0, PrefillAttentionPath::wgmma);
+  }
+}
+
 void test_prefill_attention() {
   // A full prompt, chunked prefills (q_len < ctx), a single-query chunk, padding, lengths that are
   // not multiples of the 64-row tiles.
@@ -636,10 +647,10 @@ void test_prefill_attention() {
   }
   for (const int D : {128, 64, 32}) {
     const AttentionShape shape{8, 2, D, 16};
-    run_attention_case("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16", shape, b, false);
+    run_prefill_cases("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16", shape, b);
   }
   const AttentionShape gqa8{8, 1, 128, 32};
-  run_attention_case("prefill attention D 128 heads 8 kv 1 block 32", gqa8, b, false);
+  run_prefill_cases("prefill attention D 128 heads 8 kv 1 block 32", gqa8, b);
   // Chunks of at most 64 queries take the 64-row kernel; longer ones the 128-row one, here with
   // lengths and chunk offsets that are not multiples of 128 (the diagonal crossing 64-key tiles at
   // several offsets), a GQA group of 7 and a block size that is not a power of two.
@@ -649,8 +660,8 @@ void test_prefill_attention() {
   shortq.q_start = {0, 70, 71, 110, 111};
   for (const int D : {128, 64, 32}) {
     const AttentionShape shape{8, 2, D, 16};
-    run_attention_case("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16 (q_len <= 64)", shape,
-                       shortq, false);
+    run_prefill_cases("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16 (q_len <= 64)", shape,
+                      shortq);
   }
   BatchHost longq;
   longq.ctx = {1000, 259, 777, 129};
@@ -658,7 +669,7 @@ void test_prefill_attention() {
   longq.q_start = {0, 262, 530, 740};
   for (const int D : {128, 64, 32}) {
     const AttentionShape shape{14, 2, D, 12};
-    run_attention_case("prefill attention D " + std::to_string(D) + " heads 14 kv 2 block 12", shape, longq, false);
+    run_prefill_cases("prefill attention D " + std::to_string(D) + " heads 14 kv 2 block 12", shape, longq);
   }
 }
 
@@ -982,8 +993,9 @@ void bench() {
 
   const AttentionShape shape{32, 8, 128, 16};
   std::printf("\n## prefill attention (32 heads, 8 KV heads, D 128, block 16, causal): 4 D pairs heads / time\n");
-  std::printf("%8s %8s %10s %10s\n", "q_len", "context", "ms", "TFLOP/s");
-  for (const auto& qc : std::vector<std::pair<int, int>>{{8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}}) {
+  std::printf("%8s %8s %10s %10s %10s\n", "q_len", "context", "kernel", "ms", "TFLOP/s");
+  for (const auto& qc : std::vector<std::pair<int, int>>{
+           {8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {512, 512}, {1024, 1024}}) {
     const int q_len = qc.first, ctx = qc.second;
     const int blocks = ctx / shape.block_size;
     const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
@@ -998,16 +1010,20 @@ void bench() {
     const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
     Dev<u16> q(static_cast<std::size_t>(q_len) * q_stride), out(static_cast<std::size_t>(q_len) * 4096);
     fill_random_device(q.p, q.n);
-    const float ms = median_ms(
-        [&](int) {
-          launch_prefill_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape, out.as<bf16>(), 4096,
-                                   nullptr);
-        },
-        3, 21);
     // Attended pairs: query i (position ctx - q_len + i) sees ctx - q_len + i + 1 keys.
     const double pairs = static_cast<double>(q_len) * (ctx - q_len) + static_cast<double>(q_len) * (q_len + 1) / 2;
     const double flops = 4.0 * shape.head_dim * pairs * shape.heads;
-    std::printf("%8d %8d %10.3f %10.1f\n", q_len, ctx, ms, flops / ms / 1e9);
+    for (const auto path : {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma}) {
+      if (path == PrefillAttentionPath::wgmma && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
+      const float ms = median_ms(
+          [&](int) {
+            launch_prefill_attention_path(path, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape,
+                                          out.as<bf16>(), 4096, nullptr);
+          },
+          3, 21);
+      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx, path == PrefillAttentionPath::wgmma ? "wgmma" : "mma.sync",
+                  ms, flops / ms / 1e9);
+    }
   }
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
   {
@@ -1080,14 +1096,17 @@ void bench_prefill_step() {
   for (int s = 0; s < kSeqs; ++s) q_start[s] = s * kLen;
   const DeviceBatch device_batch(q_start, q_len, ctx, table, blocks_per_seq, kLen, kLen);
   const AttentionBatch& b = device_batch.view;
-  line("prefill attention",
-       median_ms(
-           [&](int) {
-             launch_prefill_attention(qkv.as<bf16>(), qkv_width, kc.as<bf16>(), vc.as<bf16>(), b, shape,
-                                      attn.as<bf16>(), q_dim, nullptr);
-           },
-           5),
-       0, 4.0 * D * shape.heads * kSeqs * (static_cast<double>(kLen) * (kLen + 1) / 2), 1);
+  const double attention_flops = 4.0 * D * shape.heads * kSeqs * (static_cast<double>(kLen) * (kLen + 1) / 2);
+  for (const auto path : {PrefillAttentionPath::automatic, PrefillAttentionPath::mma_sync}) {
+    line(path == PrefillAttentionPath::automatic ? "prefill attention" : "prefill attention (mma.sync)",
+         median_ms(
+             [&](int) {
+               launch_prefill_attention_path(path, qkv.as<bf16>(), qkv_width, kc.as<bf16>(), vc.as<bf16>(), b, shape,
+                                             attn.as<bf16>(), q_dim, nullptr);
+             },
+             5),
+         0, attention_flops, 1);
+  }
   struct Proj {
     const char* name;
     int n, k;

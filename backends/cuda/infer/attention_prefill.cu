@@ -11,6 +11,7 @@
 #include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
+#include "kernel_variants.hpp"
 #include "kernels.hpp"
 
 namespace gpuscout::cuda::infer {
@@ -153,10 +154,18 @@ void launch_prefill(const bf16* q, int q_stride, const bf16* k_cache, const bf16
 
 }  // namespace
 
-void launch_prefill_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
-                              const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
-                              cudaStream_t stream) {
-  if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return;
+bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int q_stride, const bf16* k_cache,
+                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
+                                   bf16* out, int out_stride, cudaStream_t stream) {
+  if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
+  if (path == PrefillAttentionPath::wgmma) {
+    return launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  }
+  // Chunks of more than 64 queries on Hopper: the warpgroup-MMA kernel (bench/NOTES.md, session 14).
+  if (path == PrefillAttentionPath::automatic && batch.max_q_len > 64 && prefill_attention_wgmma_by_default() &&
+      launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream)) {
+    return true;
+  }
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
     // Short chunks (at most 64 queries) waste less of a 64-row tile than of a 128-row one.
@@ -166,6 +175,14 @@ void launch_prefill_attention(const bf16* q, int q_stride, const bf16* k_cache, 
       launch_prefill<D, 2>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
     }
   });
+  return true;
+}
+
+void launch_prefill_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                              const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
+                              cudaStream_t stream) {
+  launch_prefill_attention_path(PrefillAttentionPath::automatic, q, q_stride, k_cache, v_cache, batch, shape, out,
+                                out_stride, stream);
 }
 
 }  // namespace gpuscout::cuda::infer

@@ -1,0 +1,322 @@
+// Prefill attention on Hopper's warpgroup MMA (wgmma, sm_90a): the same work as attention_prefill.cu's
+// flash-attention-2 kernel (causal over the paged cache, online softmax in the log2 domain), with the
+// two GEMMs of every key tile issued by a warpgroup instead of a warp. A block takes 128 queries of
+// one head: two warpgroups of 64 rows, 256 threads. Q and the 64-key K/V tiles (double-buffered,
+// cp.async by every thread) sit in shared memory in the 128-byte-swizzled layout wgmma reads: each
+// head-dim half (64 BF16 = 128 bytes) of a row is one swizzle row, 16-byte chunk c of row r at
+// c ^ (r % 8), eight rows a 1024-byte atom. S = Q K^T reads both from shared memory (K-major); P
+// stays in registers (the S accumulators of 16 keys are exactly the A fragment of a k16 step) and
+// O += P V reads V as an N-major operand, so nothing is transposed. Only head size 128 on compute
+// capability 9.0 (the sm_90a code in this file runs nowhere else); launch_prefill_attention keeps
+// the mma.sync kernel for everything else. Layouts and descriptor fields are PTX's ("Asynchronous
+// Warpgroup Level Matrix Multiply-Accumulate", shared memory matrix layout and descriptor).
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "flash_forward.cuh"
+#include "gpuscout/cuda/check.hpp"
+#include "kernel_util.cuh"
+#include "kernel_variants.hpp"
+#include "kernels.hpp"
+
+namespace gpuscout::cuda::infer {
+
+namespace {
+
+constexpr int kD = 128;
+constexpr int kBq = 128;  // queries per block: two warpgroups of 64 rows
+constexpr int kBk = 64;   // keys per tile
+constexpr int kThreads = 256;
+constexpr int kChunks = kD / 8;    // 16-byte chunks per row
+constexpr int kRowBytes = 128;     // one swizzle row: half of a row's head dimension
+constexpr int kQHalf = kBq * kRowBytes;
+constexpr int kKvHalf = kBk * kRowBytes;
+constexpr int kQBytes = 2 * kQHalf;
+constexpr int kKvBytes = 2 * kKvHalf;  // one K or V tile
+// Q, K[2], V[2], and room to align the start to a 1024-byte swizzle atom.
+constexpr int kSmemBytes = kQBytes + 4 * kKvBytes + 1024;
+
+// Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile whose halves are half_bytes apart.
+__device__ __forceinline__ std::uint32_t swizzled(int row, int chunk, int half_bytes) {
+  return (chunk >> 3) * half_bytes + row * kRowBytes + (((chunk & 7) ^ (row & 7)) << 4);
+}
+
+// A shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4), 128-byte
+// swizzle (layout type 1 in bits 62-63). The base-offset field stays 0: every atom starts 1024-aligned.
+__device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t lbo, std::uint32_t sbo) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<std::uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMAs.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+// cp.async wrote the tiles through the generic proxy; wgmma reads them through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// D (64 x 64, FP32) = A (64 x 16, shared memory) B (16 x 64, shared memory), both K-major; D += when
+// accumulate != 0.
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// D (64 x 128, FP32) += A (64 x 16, registers) B (16 x 128, shared memory, N-major).
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    prefill_wgmma_kernel(const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
+                         const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
+                         int out_stride, float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  unsigned char* ks = qs + kQBytes;       // [2][kKvBytes]
+  unsigned char* vs = ks + 2 * kKvBytes;  // [2][kKvBytes]
+
+  const int seq = blockIdx.z, h = blockIdx.x;
+  const int q_len = batch.q_len[seq];
+  const int ctx = batch.context_len[seq];
+  if (q_len <= 0 || ctx <= 0) return;
+  // The longest causal rows first, over all heads (as attention_prefill.cu).
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kBq;
+  if (q0 >= q_len) return;
+  const int kvh = h / (shape.heads / shape.kv_heads);
+  const int pos0 = ctx - q_len;  // absolute position of the chunk's query 0
+  const int kv_end = pos0 + min(q0 + kBq, q_len);
+  const int tiles = (kv_end + kBk - 1) / kBk;
+  const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
+  const std::int64_t q_row0 = batch.q_start[seq];
+  const int bs = shape.block_size;
+  const int tid = threadIdx.x;
+
+  // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
+  for (int c = tid; c < kBq * kChunks; c += kThreads) {
+    const int r = c / kChunks, cc = c % kChunks;
+    const bool ok = q0 + r < q_len;
+    const bf16* src = q + (q_row0 + (ok ? q0 + r : 0)) * q_stride + h * kD + cc * 8;
+    cp_async16(qs + swizzled(r, cc, kQHalf), src, ok ? 16 : 0);
+  }
+  auto load_kv = [&](int tile, int stage) {
+#pragma unroll
+    for (int i = 0; i < kBk * kChunks / kThreads; ++i) {
+      const int c = tid + i * kThreads;
+      const int r = c / kChunks, cc = c % kChunks;
+      const int key = tile * kBk + r;
+      const bool ok = key < kv_end;
+      std::int64_t row = 0;
+      if (ok) {
+        const int blk = key / bs;
+        row = (static_cast<std::int64_t>(table[blk]) * shape.kv_heads + kvh) * bs + (key - blk * bs);
+      }
+      const std::int64_t off = row * kD + cc * 8;
+      const std::uint32_t dst = stage * kKvBytes + swizzled(r, cc, kKvHalf);
+      cp_async16(ks + dst, k_cache + off, ok ? 16 : 0);
+      cp_async16(vs + dst, v_cache + off, ok ? 16 : 0);
+    }
+  };
+  load_kv(0, 0);
+  cp_async_commit();
+
+  // This thread's rows of its warpgroup's 64: g and g + 8 of its warp's 16 (the accumulator layout).
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int g = lane / 4, tig = lane % 4;
+  const int wg_row0 = wg * 64;
+  const bool wg_live = q0 + wg_row0 < q_len;  // a warpgroup wholly past the chunk does no work
+  const int wg_pos_first = pos0 + q0 + wg_row0;
+  const int wg_pos_last = wg_pos_first + 63;
+  const int pos_a = wg_pos_first + warp * 16 + g, pos_b = pos_a + 8;
+
+  const std::uint32_t q_addr = smem_addr(qs) + wg_row0 * kRowBytes;
+  const std::uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
+
+  float o[kD / 2];  // O: rows g / g + 8, columns 8i + 2 tig (+1): o[4i + 0..1] / o[4i + 2..3]
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) o[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // raw-score maxima of rows g and g + 8
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's share of the rows' sums
+
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int stage = tile & 1;
+    if (tile + 1 < tiles) load_kv(tile + 1, stage ^ 1);
+    cp_async_commit();  // one group per iteration, empty or not
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();  // tile `tile` (and Q) in shared memory for every warpgroup
+    const int key0 = tile * kBk;
+    // A warpgroup's tiles are a prefix in key order, from key 0 (which every row sees).
+    if (wg_live && key0 <= wg_pos_last) {
+      float s[kBk / 2];
+      const std::uint32_t k_stage = k_addr + stage * kKvBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const std::uint32_t step = (kk & 3) * 32;  // a k16 step is 32 bytes into the swizzle row
+        wgmma_m64n64k16_ss(s, smem_desc(q_addr + (kk >> 2) * kQHalf + step, 16, 1024),
+                           smem_desc(k_stage + (kk >> 2) * kKvHalf + step, 16, 1024), kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+      fence_registers(s);
+
+      if (key0 + kBk - 1 > wg_pos_first) {  // the causal mask, only on tiles past a row's position
+#pragma unroll
+        for (int i = 0; i < kBk / 8; ++i) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int key = key0 + i * 8 + tig * 2 + j;
+            if (key > pos_a) s[4 * i + j] = -INFINITY;
+            if (key > pos_b) s[4 * i + 2 + j] = -INFINITY;
+          }
+        }
+      }
+      // Online softmax in the log2 domain: p = 2^(s * scale_log2 - max * scale_log2).
+      float alpha[2], neg_max[2];
+      bool moved = false;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = row_max[r];
+#pragma unroll
+        for (int i = 0; i < kBk / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        moved |= mx != row_max[r];
+        alpha[r] = flash::fast_exp2((row_max[r] - mx) * scale_log2);  // 0 on tile 0 (-inf - finite)
+        row_max[r] = mx;
+        neg_max[r] = -mx * scale_log2;
+      }
+      if (__any_sync(0xffffffffu, moved)) {
+        row_sum[0] *= alpha[0];
+        row_sum[1] *= alpha[1];
+#pragma unroll
+        for (int i = 0; i < kD / 8; ++i) {
+          o[4 * i] *= alpha[0];
+          o[4 * i + 1] *= alpha[0];
+          o[4 * i + 2] *= alpha[1];
+          o[4 * i + 3] *= alpha[1];
+        }
+      }
+      // P as BF16 A fragments: keys 16j..16j+15 are accumulator chunks 2j and 2j + 1.
+      std::uint32_t pa[kBk / 16][4];
+#pragma unroll
+      for (int i = 0; i < kBk / 8; ++i) {
+        const float p0 = flash::fast_exp2(fmaf(s[4 * i], scale_log2, neg_max[0]));
+        const float p1 = flash::fast_exp2(fmaf(s[4 * i + 1], scale_log2, neg_max[0]));
+        const float p2 = flash::fast_exp2(fmaf(s[4 * i + 2], scale_log2, neg_max[1]));
+        const float p3 = flash::fast_exp2(fmaf(s[4 * i + 3], scale_log2, neg_max[1]));
+        row_sum[0] += p0 + p1;
+        row_sum[1] += p2 + p3;
+        pa[i / 2][(i % 2) * 2] = pack_bf16(p0, p1);
+        pa[i / 2][(i % 2) * 2 + 1] = pack_bf16(p2, p3);
+      }
+      // O += P V: V's 16 keys of step j are two 8-row groups (1024 bytes apart); its head-dim halves are
+      // the N-major operand's two 64-column atoms (kKvHalf apart).
+      const std::uint32_t v_stage = v_addr + stage * kKvBytes;
+      fence_registers(o);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < kBk / 16; ++j) wgmma_m64n128k16_rs(o, pa[j], smem_desc(v_stage + j * 2048, kKvHalf, 1024));
+      wgmma_commit();
+      wgmma_wait_all();
+      fence_registers(o);
+    }
+    __syncthreads();  // every warpgroup is done with this stage before it is refilled
+  }
+  if (!wg_live) return;
+
+  float l[2] = {row_sum[0], row_sum[1]};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  const float inv_a = 1.0f / l[0], inv_b = 1.0f / l[1];
+  const int row_a = q0 + wg_row0 + warp * 16 + g, row_b = row_a + 8;
+#pragma unroll
+  for (int i = 0; i < kD / 8; ++i) {
+    const int d = i * 8 + tig * 2;
+    if (row_a < q_len) {
+      *reinterpret_cast<__nv_bfloat162*>(out + (q_row0 + row_a) * out_stride + h * kD + d) =
+          __floats2bfloat162_rn(o[4 * i] * inv_a, o[4 * i + 1] * inv_a);
+    }
+    if (row_b < q_len) {
+      *reinterpret_cast<__nv_bfloat162*>(out + (q_row0 + row_b) * out_stride + h * kD + d) =
+          __floats2bfloat162_rn(o[4 * i + 2] * inv_b, o[4 * i + 3] * inv_b);
+    }
+  }
+#else
+  __trap();  // built for sm_90a only; the host side launches it nowhere else
+#endif
+}
+
+}  // namespace
+
+bool prefill_attention_wgmma_supported(int head_dim) {
+  if (head_dim != kD) return false;
+  int device = 0, major = 0, minor = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+}
+
+bool prefill_attention_wgmma_by_default() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPUSCOUT_PREFILL_WGMMA");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out,
+                                    int out_stride, cudaStream_t stream) {
+  if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
+  if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
+  // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
+  GPUSCOUT_CUDA_CHECK(
+      cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
+  prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, q_stride, k_cache, v_cache, batch, shape, out,
+                                                               out_stride, flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace gpuscout::cuda::infer
