@@ -2,7 +2,7 @@
 # Session 14: prefill attention on warpgroup MMA (attention_prefill_wgmma.cu), on one H200 in one call:
 #   1. infer_kernels_test: every kernel check (each prefill case on the automatic choice, mma.sync and
 #      wgmma), then compute-sanitizer memcheck of them with only the wgmma kernel instrumented;
-#   2. infer_kernels_test --bench: the prefill attention table (both kernels, 512 to 16k tokens) and
+#   2. infer_kernels_test --bench: the prefill attention table (each kernel, 512 to 16k tokens) and
 #      --prefill-step-bench: the 16 x 512 step's kernels alone;
 #   3. infer_engine_test (engine against the CPU reference), then `infer_engine_test --bench
 #      llama-3.1-8b` with GPUSCOUT_PREFILL_WGMMA=0 (the mma.sync kernel) and 1, interleaved ROUNDS times.
@@ -23,7 +23,7 @@ write_env "$OUT/env.txt"
       "$DIST/infer_kernels_test" | tail -3
     echo "== compute-sanitizer memcheck (wgmma kernel): exit ${PIPESTATUS[0]}"
   fi
-  timeout 300 "$DIST/infer_kernels_test" --bench | grep -A14 "## prefill attention"
+  timeout 300 "$DIST/infer_kernels_test" --bench | grep -A21 "## prefill attention"
   timeout 200 "$DIST/infer_kernels_test" --prefill-step-bench | grep -E "prefill attention|sum per layer"
   timeout 300 "$DIST/infer_engine_test" | grep -E "PASS|FAIL" | tail -4
   echo "== engine checks: exit ${PIPESTATUS[0]}"

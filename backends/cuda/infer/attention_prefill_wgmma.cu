@@ -34,8 +34,10 @@ constexpr int kQHalf = kBq * kRowBytes;
 constexpr int kKvHalf = kBk * kRowBytes;
 constexpr int kQBytes = 2 * kQHalf;
 constexpr int kKvBytes = 2 * kKvHalf;  // one K or V tile
-// Q, K[2], V[2], and room to align the start to a 1024-byte swizzle atom.
-constexpr int kSmemBytes = kQBytes + 4 * kKvBytes + 1024;
+// Q, K and V of each stage, and room to align the start to a 1024-byte swizzle atom.
+constexpr int smem_bytes(int stages) {
+  return kQBytes + 2 * stages * kKvBytes + 1024;
+}
 
 // Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile whose halves are half_bytes apart.
 __device__ __forceinline__ std::uint32_t swizzled(int row, int chunk, int half_bytes) {
@@ -63,6 +65,14 @@ template <int N>
 __device__ __forceinline__ void fence_registers(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+// The same for A fragments: their registers stay untouched until the MMAs reading them are done.
+template <int N>
+__device__ __forceinline__ void fence_registers(std::uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
 }
 // cp.async wrote the tiles through the generic proxy; wgmma reads them through the async proxy.
 __device__ __forceinline__ void fence_proxy_async() {
@@ -100,15 +110,22 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const std::u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+// kPipelined = false: two K/V stages and two blocks per SM (128 registers); a warpgroup waits for its
+// S before the softmax and for its O += P V before the next tile. kPipelined = true: three stages and
+// one block per SM, and each warpgroup overlaps its softmax of tile j with the tensor cores' work
+// (flash-attention-3's intra-warpgroup pipelining): it issues S_j = Q K_j^T and O += P_{j-1} V_{j-1}
+// together, computes P_j as soon as S_j is done while P_{j-1} V_{j-1} still runs, then rescales O.
+template <bool kPipelined>
+__global__ void __launch_bounds__(kThreads, kPipelined ? 1 : 2)
     prefill_wgmma_kernel(const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
                          const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
                          int out_stride, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kStages = kPipelined ? 3 : 2;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  unsigned char* ks = qs + kQBytes;       // [2][kKvBytes]
-  unsigned char* vs = ks + 2 * kKvBytes;  // [2][kKvBytes]
+  unsigned char* ks = qs + kQBytes;             // [kStages][kKvBytes]
+  unsigned char* vs = ks + kStages * kKvBytes;  // [kStages][kKvBytes]
 
   const int seq = blockIdx.z, h = blockIdx.x;
   const int q_len = batch.q_len[seq];
@@ -124,6 +141,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
   const std::int64_t q_row0 = batch.q_start[seq];
   const int bs = shape.block_size;
+  const bool bs_pow2 = (bs & (bs - 1)) == 0;  // the engine's 16: a shift, not a division per row
+  const int bs_shift = __ffs(bs) - 1;
   const int tid = threadIdx.x;
 
   // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
@@ -133,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bf16* src = q + (q_row0 + (ok ? q0 + r : 0)) * q_stride + h * kD + cc * 8;
     cp_async16(qs + swizzled(r, cc, kQHalf), src, ok ? 16 : 0);
   }
-  auto load_kv = [&](int tile, int stage) {
+  auto load_kv = [&](int tile) {
+    const int stage = tile % kStages;
 #pragma unroll
     for (int i = 0; i < kBk * kChunks / kThreads; ++i) {
       const int c = tid + i * kThreads;
@@ -142,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const bool ok = key < kv_end;
       std::int64_t row = 0;
       if (ok) {
-        const int blk = key / bs;
+        const int blk = bs_pow2 ? key >> bs_shift : key / bs;
         row = (static_cast<std::int64_t>(table[blk]) * shape.kv_heads + kvh) * bs + (key - blk * bs);
       }
       const std::int64_t off = row * kD + cc * 8;
@@ -151,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       cp_async16(vs + dst, v_cache + off, ok ? 16 : 0);
     }
   };
-  load_kv(0, 0);
+  load_kv(0);
   cp_async_commit();
 
   // This thread's rows of its warpgroup's 64: g and g + 8 of its warp's 16 (the accumulator layout).
@@ -160,7 +180,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int wg_row0 = wg * 64;
   const bool wg_live = q0 + wg_row0 < q_len;  // a warpgroup wholly past the chunk does no work
   const int wg_pos_first = pos0 + q0 + wg_row0;
-  const int wg_pos_last = wg_pos_first + 63;
+  // The warpgroup's tiles: a prefix in key order from key 0 (which every row sees), up to its last row.
+  const int wg_tiles = wg_live ? min(tiles, (wg_pos_first + 63) / kBk + 1) : 0;
   const int pos_a = wg_pos_first + warp * 16 + g, pos_b = pos_a + 8;
 
   const std::uint32_t q_addr = smem_addr(qs) + wg_row0 * kRowBytes;
@@ -171,94 +192,144 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int i = 0; i < kD / 2; ++i) o[i] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY};  // raw-score maxima of rows g and g + 8
   float row_sum[2] = {0.0f, 0.0f};            // this thread's share of the rows' sums
+  std::uint32_t pa[kBk / 16][4];              // P of the tile whose P V is issued next
 
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int stage = tile & 1;
-    if (tile + 1 < tiles) load_kv(tile + 1, stage ^ 1);
-    cp_async_commit();  // one group per iteration, empty or not
-    cp_async_wait<1>();
-    fence_proxy_async();
-    __syncthreads();  // tile `tile` (and Q) in shared memory for every warpgroup
+  // S = Q K^T of `tile` (8 k16 steps; 32 bytes into the swizzle row per step, the other head-dim
+  // half after 4), issued as one group.
+  // s: S of one tile in the accumulator layout (8 keys a chunk); declared where it is used, so that
+  // it is not kept live across tiles.
+  auto issue_s = [&](int tile, float(&s)[kBk / 2]) {
+    const std::uint32_t k_stage = k_addr + (tile % kStages) * kKvBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const std::uint32_t step = (kk & 3) * 32;
+      wgmma_m64n64k16_ss(s, smem_desc(q_addr + (kk >> 2) * kQHalf + step, 16, 1024),
+                         smem_desc(k_stage + (kk >> 2) * kKvHalf + step, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+  };
+  // O += P V of `tile`: V's 16 keys of step j are two 8-row groups (1024 bytes apart), its head-dim
+  // halves the N-major operand's two 64-column atoms (kKvHalf apart); one group.
+  auto issue_pv = [&](int tile) {
+    const std::uint32_t v_stage = v_addr + (tile % kStages) * kKvBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kBk / 16; ++j) wgmma_m64n128k16_rs(o, pa[j], smem_desc(v_stage + j * 2048, kKvHalf, 1024));
+    wgmma_commit();
+  };
+  // The online softmax of the S of `tile` (complete): the causal mask where a row's position is
+  // inside the tile, the new maxima, P (BF16 A fragments: keys 16j..16j+15 are accumulator chunks 2j
+  // and 2j + 1) into p, and the rows' rescale factors into alpha (row_sum already rescaled).
+  auto softmax = [&](int tile, float(&s)[kBk / 2], std::uint32_t(&p)[kBk / 16][4], float(&alpha)[2]) {
     const int key0 = tile * kBk;
-    // A warpgroup's tiles are a prefix in key order, from key 0 (which every row sees).
-    if (wg_live && key0 <= wg_pos_last) {
-      float s[kBk / 2];
-      const std::uint32_t k_stage = k_addr + stage * kKvBytes;
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const std::uint32_t step = (kk & 3) * 32;  // a k16 step is 32 bytes into the swizzle row
-        wgmma_m64n64k16_ss(s, smem_desc(q_addr + (kk >> 2) * kQHalf + step, 16, 1024),
-                           smem_desc(k_stage + (kk >> 2) * kKvHalf + step, 16, 1024), kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait_all();
-      fence_registers(s);
-
-      if (key0 + kBk - 1 > wg_pos_first) {  // the causal mask, only on tiles past a row's position
-#pragma unroll
-        for (int i = 0; i < kBk / 8; ++i) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int key = key0 + i * 8 + tig * 2 + j;
-            if (key > pos_a) s[4 * i + j] = -INFINITY;
-            if (key > pos_b) s[4 * i + 2 + j] = -INFINITY;
-          }
-        }
-      }
-      // Online softmax in the log2 domain: p = 2^(s * scale_log2 - max * scale_log2).
-      float alpha[2], neg_max[2];
-      bool moved = false;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = row_max[r];
-#pragma unroll
-        for (int i = 0; i < kBk / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        moved |= mx != row_max[r];
-        alpha[r] = flash::fast_exp2((row_max[r] - mx) * scale_log2);  // 0 on tile 0 (-inf - finite)
-        row_max[r] = mx;
-        neg_max[r] = -mx * scale_log2;
-      }
-      if (__any_sync(0xffffffffu, moved)) {
-        row_sum[0] *= alpha[0];
-        row_sum[1] *= alpha[1];
-#pragma unroll
-        for (int i = 0; i < kD / 8; ++i) {
-          o[4 * i] *= alpha[0];
-          o[4 * i + 1] *= alpha[0];
-          o[4 * i + 2] *= alpha[1];
-          o[4 * i + 3] *= alpha[1];
-        }
-      }
-      // P as BF16 A fragments: keys 16j..16j+15 are accumulator chunks 2j and 2j + 1.
-      std::uint32_t pa[kBk / 16][4];
+    if (key0 + kBk - 1 > wg_pos_first) {
 #pragma unroll
       for (int i = 0; i < kBk / 8; ++i) {
-        const float p0 = flash::fast_exp2(fmaf(s[4 * i], scale_log2, neg_max[0]));
-        const float p1 = flash::fast_exp2(fmaf(s[4 * i + 1], scale_log2, neg_max[0]));
-        const float p2 = flash::fast_exp2(fmaf(s[4 * i + 2], scale_log2, neg_max[1]));
-        const float p3 = flash::fast_exp2(fmaf(s[4 * i + 3], scale_log2, neg_max[1]));
-        row_sum[0] += p0 + p1;
-        row_sum[1] += p2 + p3;
-        pa[i / 2][(i % 2) * 2] = pack_bf16(p0, p1);
-        pa[i / 2][(i % 2) * 2 + 1] = pack_bf16(p2, p3);
-      }
-      // O += P V: V's 16 keys of step j are two 8-row groups (1024 bytes apart); its head-dim halves are
-      // the N-major operand's two 64-column atoms (kKvHalf apart).
-      const std::uint32_t v_stage = v_addr + stage * kKvBytes;
-      fence_registers(o);
-      wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < kBk / 16; ++j) wgmma_m64n128k16_rs(o, pa[j], smem_desc(v_stage + j * 2048, kKvHalf, 1024));
-      wgmma_commit();
+        for (int j = 0; j < 2; ++j) {
+          const int key = key0 + i * 8 + tig * 2 + j;
+          if (key > pos_a) s[4 * i + j] = -INFINITY;
+          if (key > pos_b) s[4 * i + 2 + j] = -INFINITY;
+        }
+      }
+    }
+    float neg_max[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = row_max[r];
+#pragma unroll
+      for (int i = 0; i < kBk / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      alpha[r] = flash::fast_exp2((row_max[r] - mx) * scale_log2);  // 0 on tile 0 (-inf - finite)
+      row_max[r] = mx;
+      neg_max[r] = -mx * scale_log2;
+      row_sum[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int i = 0; i < kBk / 8; ++i) {
+      const float p0 = flash::fast_exp2(fmaf(s[4 * i], scale_log2, neg_max[0]));
+      const float p1 = flash::fast_exp2(fmaf(s[4 * i + 1], scale_log2, neg_max[0]));
+      const float p2 = flash::fast_exp2(fmaf(s[4 * i + 2], scale_log2, neg_max[1]));
+      const float p3 = flash::fast_exp2(fmaf(s[4 * i + 3], scale_log2, neg_max[1]));
+      row_sum[0] += p0 + p1;
+      row_sum[1] += p2 + p3;
+      p[i / 2][(i % 2) * 2] = pack_bf16(p0, p1);
+      p[i / 2][(i % 2) * 2 + 1] = pack_bf16(p2, p3);
+    }
+  };
+  auto rescale_o = [&](const float(&alpha)[2]) {
+    if (__any_sync(0xffffffffu, alpha[0] < 1.0f || alpha[1] < 1.0f)) {
+#pragma unroll
+      for (int i = 0; i < kD / 8; ++i) {
+        o[4 * i] *= alpha[0];
+        o[4 * i + 1] *= alpha[0];
+        o[4 * i + 2] *= alpha[1];
+        o[4 * i + 3] *= alpha[1];
+      }
+    }
+  };
+
+  for (int tile = 0; tile < tiles; ++tile) {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    // Tile `tile` (and Q) is in shared memory for every warpgroup, and every warpgroup is done with the
+    // tiles before tile - (kStages - 2), so tile + 1 can take the stage of tile - (kStages - 1).
+    __syncthreads();
+    if (tile + 1 < tiles) load_kv(tile + 1);
+    cp_async_commit();
+    if constexpr (kPipelined) {
+      if (tile < wg_tiles) {
+        float s[kBk / 2];
+        issue_s(tile, s);
+        if (tile > 0) issue_pv(tile - 1);  // P of tile - 1 is in pa
+        std::uint32_t next[kBk / 16][4];
+        float alpha[2];
+        if (tile > 0) {
+          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S done; P V may run on
+        } else {
+          wgmma_wait_all();
+        }
+        fence_registers(s);
+        softmax(tile, s, next, alpha);
+        wgmma_wait_all();  // P_{tile-1} V_{tile-1} done: O can be rescaled and pa reused
+        fence_registers(o);
+        fence_registers(pa);
+        rescale_o(alpha);
+#pragma unroll
+        for (int j = 0; j < kBk / 16; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) pa[j][e] = next[j][e];
+      } else if (tile == wg_tiles && wg_live) {
+        issue_pv(tile - 1);  // the warpgroup's last tile was the one before
+        wgmma_wait_all();
+        fence_registers(o);
+        fence_registers(pa);
+      }
+    } else if (tile < wg_tiles) {
+      float s[kBk / 2], alpha[2];
+      issue_s(tile, s);
+      wgmma_wait_all();
+      fence_registers(s);
+      softmax(tile, s, pa, alpha);
+      rescale_o(alpha);
+      fence_registers(o);
+      issue_pv(tile);
       wgmma_wait_all();
       fence_registers(o);
+      fence_registers(pa);
     }
-    __syncthreads();  // every warpgroup is done with this stage before it is refilled
   }
   if (!wg_live) return;
+  if constexpr (kPipelined) {
+    if (wg_tiles == tiles) {
+      issue_pv(tiles - 1);
+      wgmma_wait_all();
+      fence_registers(o);
+      fence_registers(pa);
+    }
+  }
 
   float l[2] = {row_sum[0], row_sum[1]};
 #pragma unroll
@@ -306,15 +377,16 @@ bool prefill_attention_wgmma_by_default() {
 
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out,
-                                    int out_stride, cudaStream_t stream) {
+                                    int out_stride, cudaStream_t stream, bool pipelined) {
   if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
+  auto* kernel = pipelined ? prefill_wgmma_kernel<true> : prefill_wgmma_kernel<false>;
+  const int smem = smem_bytes(pipelined ? 3 : 2);
   // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
-  GPUSCOUT_CUDA_CHECK(
-      cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
-  prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, q_stride, k_cache, v_cache, batch, shape, out,
-                                                               out_stride, flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  kernel<<<grid, kThreads, smem, stream>>>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride,
+                                           flash::kLog2e / sqrtf(static_cast<float>(kD)));
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   return true;
 }
