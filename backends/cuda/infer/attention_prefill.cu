@@ -154,21 +154,16 @@ void launch_prefill(const bf16* q, int q_stride, const bf16* k_cache, const bf16
 
 }  // namespace
 
-// Chunks from which the pipelined warpgroup-MMA kernel (one block per SM) is taken.
-constexpr int kPipelinedFromQueries = 1024;
-
 bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int q_stride, const bf16* k_cache,
                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                    bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
-  if (path == PrefillAttentionPath::wgmma || path == PrefillAttentionPath::wgmma_pipelined) {
-    return launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream,
-                                          path == PrefillAttentionPath::wgmma_pipelined);
+  if (path == PrefillAttentionPath::wgmma) {
+    return launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   }
   // Chunks of more than 64 queries on Hopper: the warpgroup-MMA kernel (bench/NOTES.md, session 14).
   if (path == PrefillAttentionPath::automatic && batch.max_q_len > 64 && prefill_attention_wgmma_by_default() &&
-      launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream,
-                                     batch.max_q_len >= kPipelinedFromQueries)) {
+      launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream)) {
     return true;
   }
   dispatch_head_dim(shape.head_dim, [&](auto d) {

@@ -34,10 +34,9 @@ constexpr int kQHalf = kBq * kRowBytes;
 constexpr int kKvHalf = kBk * kRowBytes;
 constexpr int kQBytes = 2 * kQHalf;
 constexpr int kKvBytes = 2 * kKvHalf;  // one K or V tile
+constexpr int kStages = 2;  // K/V tiles in shared memory: the one computed and the next
 // Q, K and V of each stage, and room to align the start to a 1024-byte swizzle atom.
-constexpr int smem_bytes(int stages) {
-  return kQBytes + 2 * stages * kKvBytes + 1024;
-}
+constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;
 
 // Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile whose halves are half_bytes apart.
 __device__ __forceinline__ std::uint32_t swizzled(int row, int chunk, int half_bytes) {
@@ -110,18 +109,14 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const std::u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
-// kPipelined = false: two K/V stages and two blocks per SM (128 registers); a warpgroup waits for its
-// S before the softmax and for its O += P V before the next tile. kPipelined = true: three stages and
-// one block per SM, and each warpgroup overlaps its softmax of tile j with the tensor cores' work
-// (flash-attention-3's intra-warpgroup pipelining): it issues S_j = Q K_j^T and O += P_{j-1} V_{j-1}
-// together, computes P_j as soon as S_j is done while P_{j-1} V_{j-1} still runs, then rescales O.
-template <bool kPipelined>
-__global__ void __launch_bounds__(kThreads, kPipelined ? 1 : 2)
+// Two K/V stages and two blocks per SM (128 registers); a warpgroup waits for its S before the softmax
+// and for its O += P V before the next tile (bench/NOTES.md, session 14: a version that overlapped the
+// two, one block per SM, was slower and not correct).
+__global__ void __launch_bounds__(kThreads, 2)
     prefill_wgmma_kernel(const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
                          const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
                          int out_stride, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kStages = kPipelined ? 3 : 2;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char* ks = qs + kQBytes;             // [kStages][kKvBytes]
@@ -154,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, kPipelined ? 1 : 2)
   }
   auto load_kv = [&](int tile) {
     const int stage = tile % kStages;
-#pragma unroll
+#pragma unroll 1  // unrolled, its addresses push the tile loop past 128 registers (spills)
     for (int i = 0; i < kBk * kChunks / kThreads; ++i) {
       const int c = tid + i * kThreads;
       const int r = c / kChunks, cc = c % kChunks;
@@ -192,7 +187,6 @@ __global__ void __launch_bounds__(kThreads, kPipelined ? 1 : 2)
   for (int i = 0; i < kD / 2; ++i) o[i] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY};  // raw-score maxima of rows g and g + 8
   float row_sum[2] = {0.0f, 0.0f};            // this thread's share of the rows' sums
-  std::uint32_t pa[kBk / 16][4];              // P of the tile whose P V is issued next
 
   // S = Q K^T of `tile` (8 k16 steps; 32 bytes into the swizzle row per step, the other head-dim
   // half after 4), issued as one group.
@@ -211,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, kPipelined ? 1 : 2)
   };
   // O += P V of `tile`: V's 16 keys of step j are two 8-row groups (1024 bytes apart), its head-dim
   // halves the N-major operand's two 64-column atoms (kKvHalf apart); one group.
-  auto issue_pv = [&](int tile) {
+  auto issue_pv = [&](int tile, const std::uint32_t(&pa)[kBk / 16][4]) {
     const std::uint32_t v_stage = v_addr + (tile % kStages) * kKvBytes;
     wgmma_fence();
 #pragma unroll
@@ -274,62 +268,27 @@ __global__ void __launch_bounds__(kThreads, kPipelined ? 1 : 2)
   for (int tile = 0; tile < tiles; ++tile) {
     cp_async_wait<0>();
     fence_proxy_async();
-    // Tile `tile` (and Q) is in shared memory for every warpgroup, and every warpgroup is done with the
-    // tiles before tile - (kStages - 2), so tile + 1 can take the stage of tile - (kStages - 1).
+    // Tile `tile` (and Q) is in shared memory for every warpgroup, and every warpgroup is done with
+    // tile - 1, whose stage now takes tile + 1 while this one is computed.
     __syncthreads();
     if (tile + 1 < tiles) load_kv(tile + 1);
     cp_async_commit();
-    if constexpr (kPipelined) {
-      if (tile < wg_tiles) {
-        float s[kBk / 2];
-        issue_s(tile, s);
-        if (tile > 0) issue_pv(tile - 1);  // P of tile - 1 is in pa
-        std::uint32_t next[kBk / 16][4];
-        float alpha[2];
-        if (tile > 0) {
-          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S done; P V may run on
-        } else {
-          wgmma_wait_all();
-        }
-        fence_registers(s);
-        softmax(tile, s, next, alpha);
-        wgmma_wait_all();  // P_{tile-1} V_{tile-1} done: O can be rescaled and pa reused
-        fence_registers(o);
-        fence_registers(pa);
-        rescale_o(alpha);
-#pragma unroll
-        for (int j = 0; j < kBk / 16; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) pa[j][e] = next[j][e];
-      } else if (tile == wg_tiles && wg_live) {
-        issue_pv(tile - 1);  // the warpgroup's last tile was the one before
-        wgmma_wait_all();
-        fence_registers(o);
-        fence_registers(pa);
-      }
-    } else if (tile < wg_tiles) {
+    if (tile < wg_tiles) {
       float s[kBk / 2], alpha[2];
+      std::uint32_t pa[kBk / 16][4];  // P of the tile (BF16 A fragments)
       issue_s(tile, s);
       wgmma_wait_all();
       fence_registers(s);
       softmax(tile, s, pa, alpha);
       rescale_o(alpha);
       fence_registers(o);
-      issue_pv(tile);
+      issue_pv(tile, pa);
       wgmma_wait_all();
       fence_registers(o);
       fence_registers(pa);
     }
   }
   if (!wg_live) return;
-  if constexpr (kPipelined) {
-    if (wg_tiles == tiles) {
-      issue_pv(tiles - 1);
-      wgmma_wait_all();
-      fence_registers(o);
-      fence_registers(pa);
-    }
-  }
 
   float l[2] = {row_sum[0], row_sum[1]};
 #pragma unroll
@@ -377,16 +336,15 @@ bool prefill_attention_wgmma_by_default() {
 
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out,
-                                    int out_stride, cudaStream_t stream, bool pipelined) {
+                                    int out_stride, cudaStream_t stream) {
   if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
-  auto* kernel = pipelined ? prefill_wgmma_kernel<true> : prefill_wgmma_kernel<false>;
-  const int smem = smem_bytes(pipelined ? 3 : 2);
   // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
-  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  GPUSCOUT_CUDA_CHECK(
+      cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
-  kernel<<<grid, kThreads, smem, stream>>>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride,
-                                           flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, q_stride, k_cache, v_cache, batch, shape, out,
+                                                               out_stride, flash::kLog2e / sqrtf(static_cast<float>(kD)));
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   return true;
 }
