@@ -23,7 +23,7 @@ write_env "$OUT/env.txt"
       "$DIST/infer_kernels_test" | tail -3
     echo "== compute-sanitizer memcheck (wgmma kernel): exit ${PIPESTATUS[0]}"
   fi
-  timeout 300 "$DIST/infer_kernels_test" --bench | grep -A20 "## prefill attention"
+  timeout 300 "$DIST/infer_kernels_test" --bench | grep -A14 "## prefill attention"
   timeout 200 "$DIST/infer_kernels_test" --prefill-step-bench | grep -E "prefill attention|sum per layer"
   timeout 300 "$DIST/infer_engine_test" | grep -E "PASS|FAIL" | tail -4
   echo "== engine checks: exit ${PIPESTATUS[0]}"

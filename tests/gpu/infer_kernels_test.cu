@@ -630,8 +630,6 @@ void run_prefill_cases(const std::string& name, const AttentionShape& shape, con
   run_attention_case(name + " [mma.sync]", shape, b, false, DecodeKernel::automatic, 0, PrefillAttentionPath::mma_sync);
   if (prefill_attention_wgmma_supported(shape.head_dim)) {
     run_attention_case(name + " [wgmma]", shape, b, false, DecodeKernel::automatic, 0, PrefillAttentionPath::wgmma);
-    run_attention_case(name + " [wgmma 128 keys]", shape, b, false, DecodeKernel::automatic, 0,
-                       PrefillAttentionPath::wgmma_k128);
   }
 }
 
@@ -1015,19 +1013,16 @@ void bench() {
     // Attended pairs: query i (position ctx - q_len + i) sees ctx - q_len + i + 1 keys.
     const double pairs = static_cast<double>(q_len) * (ctx - q_len) + static_cast<double>(q_len) * (q_len + 1) / 2;
     const double flops = 4.0 * shape.head_dim * pairs * shape.heads;
-    for (const auto path :
-         {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma, PrefillAttentionPath::wgmma_k128}) {
-      if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
+    for (const auto path : {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma}) {
+      if (path == PrefillAttentionPath::wgmma && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
       const float ms = median_ms(
           [&](int) {
             launch_prefill_attention_path(path, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape,
                                           out.as<bf16>(), 4096, nullptr);
           },
           3, 21);
-      const char* kernel = path == PrefillAttentionPath::wgmma        ? "wgmma"
-                           : path == PrefillAttentionPath::wgmma_k128 ? "wgmma-128"
-                                                                      : "mma.sync";
-      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx, kernel, ms, flops / ms / 1e9);
+      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx, path == PrefillAttentionPath::wgmma ? "wgmma" : "mma.sync",
+                  ms, flops / ms / 1e9);
     }
   }
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
@@ -1102,19 +1097,15 @@ void bench_prefill_step() {
   const DeviceBatch device_batch(q_start, q_len, ctx, table, blocks_per_seq, kLen, kLen);
   const AttentionBatch& b = device_batch.view;
   const double attention_flops = 4.0 * D * shape.heads * kSeqs * (static_cast<double>(kLen) * (kLen + 1) / 2);
-  for (const auto path :
-       {PrefillAttentionPath::automatic, PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_k128}) {
-    if (path == PrefillAttentionPath::wgmma_k128 && !prefill_attention_wgmma_supported(D)) continue;
-    line(path == PrefillAttentionPath::automatic  ? "prefill attention"
-         : path == PrefillAttentionPath::mma_sync ? "prefill attention (mma.sync)"
-                                                  : "prefill attention (wgmma 128 keys)",
+  for (const auto path : {PrefillAttentionPath::automatic, PrefillAttentionPath::mma_sync}) {
+    line(path == PrefillAttentionPath::automatic ? "prefill attention" : "prefill attention (mma.sync)",
          median_ms(
              [&](int) {
                launch_prefill_attention_path(path, qkv.as<bf16>(), qkv_width, kc.as<bf16>(), vc.as<bf16>(), b, shape,
                                              attn.as<bf16>(), q_dim, nullptr);
              },
              5),
-         0, attention_flops, path == PrefillAttentionPath::automatic ? 1 : 0);  // the sum: the engine's kernel
+         0, attention_flops, path == PrefillAttentionPath::automatic ? 1 : 0);  // the sum counts the one the engine runs
   }
   struct Proj {
     const char* name;

@@ -154,21 +154,16 @@ void launch_prefill(const bf16* q, int q_stride, const bf16* k_cache, const bf16
 
 }  // namespace
 
-// Chunks from which the warpgroup-MMA kernel takes 128-key tiles (one block per SM).
-constexpr int kWideTilesFromQueries = 2048;
-
 bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int q_stride, const bf16* k_cache,
                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                    bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
-  if (path == PrefillAttentionPath::wgmma || path == PrefillAttentionPath::wgmma_k128) {
-    return launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream,
-                                          path == PrefillAttentionPath::wgmma_k128 ? 128 : 64);
+  if (path == PrefillAttentionPath::wgmma) {
+    return launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   }
   // Chunks of more than 64 queries on Hopper: the warpgroup-MMA kernel (bench/NOTES.md, session 14).
   if (path == PrefillAttentionPath::automatic && batch.max_q_len > 64 && prefill_attention_wgmma_by_default() &&
-      launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream,
-                                     batch.max_q_len >= kWideTilesFromQueries ? 128 : 64)) {
+      launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream)) {
     return true;
   }
   dispatch_head_dim(shape.head_dim, [&](auto d) {

@@ -50,8 +50,7 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
 // (attention_prefill_wgmma.cu: head size 128 on compute capability 9.0 only, chunks of more than 64
 // queries; unless GPUSCOUT_PREFILL_WGMMA=0) and the mma.sync one (attention_prefill.cu: any GPU and
 // head size).
-// wgmma: 64-key tiles, two blocks per SM; wgmma_k128: 128-key tiles, one block per SM.
-enum class PrefillAttentionPath { automatic, mma_sync, wgmma, wgmma_k128 };
+enum class PrefillAttentionPath { automatic, mma_sync, wgmma };
 bool prefill_attention_wgmma_supported(int head_dim);
 bool prefill_attention_wgmma_by_default();
 // False, launching nothing, where the path cannot run (wgmma: another GPU or head size).
@@ -59,7 +58,7 @@ bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int
                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                    bf16* out, int out_stride, cudaStream_t stream);
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
-                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
-                                    cudaStream_t stream, int keys_per_tile);
+                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out,
+                                    int out_stride, cudaStream_t stream);
 
 }  // namespace gpuscout::cuda::infer
