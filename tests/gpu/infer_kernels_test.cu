@@ -1021,8 +1021,8 @@ void bench() {
                                           out.as<bf16>(), 4096, nullptr);
           },
           3, 21);
-      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx, path == PrefillAttentionPath::wgmma ? "wgmma" : "mma.sync",
-                  ms, flops / ms / 1e9);
+      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx,
+                  path == PrefillAttentionPath::wgmma ? "wgmma" : "mma.sync", ms, flops / ms / 1e9);
     }
   }
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
@@ -1105,7 +1105,7 @@ void bench_prefill_step() {
                                              attn.as<bf16>(), q_dim, nullptr);
              },
              5),
-         0, attention_flops, path == PrefillAttentionPath::automatic ? 1 : 0);  // the sum counts the one the engine runs
+         0, attention_flops, path == PrefillAttentionPath::automatic ? 1 : 0);  // the sum: the engine's kernel
   }
   struct Proj {
     const char* name;

@@ -58,7 +58,7 @@ bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int
                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                    bf16* out, int out_stride, cudaStream_t stream);
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
-                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out,
-                                    int out_stride, cudaStream_t stream);
+                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
+                                    cudaStream_t stream);
 
 }  // namespace gpuscout::cuda::infer
