@@ -192,10 +192,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   float row_max[2] = {-INFINITY, -INFINITY};  // raw-score maxima of rows g and g + 8
   float row_sum[2] = {0.0f, 0.0f};            // this thread's share of the rows' sums
 
-  // S = Q K^T of `tile` (8 k16 steps; 32 bytes into the swizzle row per step, the other head-dim
-  // half after 4), issued as one group.
-  // s: S of one tile in the accumulator layout (8 keys a chunk); declared where it is used, so that
-  // it is not kept live across tiles.
+  // S = Q K^T of `tile` into s (the accumulator layout, 8 keys a chunk; declared by the caller inside
+  // the tile loop, so that it is not live across tiles): 8 k16 steps, each 32 bytes further into the
+  // swizzle row and the other head-dim half after 4, issued as one group.
   auto issue_s = [&](int tile, float(&s)[kBk / 2]) {
     const std::uint32_t k_stage = k_addr + (tile % kStages) * kKvBytes;
     wgmma_fence();
