@@ -320,13 +320,17 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 }  // namespace
 
+bool prefill_attention_wgmma_supported(int head_dim, int cc_major, int cc_minor) {
+  return head_dim == kD && cc_major == 9 && cc_minor == 0;
+}
+
 bool prefill_attention_wgmma_supported(int head_dim) {
   if (head_dim != kD) return false;
   int device = 0, major = 0, minor = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
+  return prefill_attention_wgmma_supported(head_dim, major, minor);
 }
 
 bool prefill_attention_wgmma_by_default() {

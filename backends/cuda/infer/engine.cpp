@@ -59,6 +59,7 @@
 #include "gpuscout/cuda/timing.hpp"
 #include "gpuscout/infer/weights.hpp"
 #include "gpuscout/util/error.hpp"
+#include "kernel_variants.hpp"
 #include "kernels.hpp"
 
 namespace gpuscout::cuda::infer {
@@ -1237,7 +1238,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
 #endif
   int device_count = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  bool pdl_capable = true;
+  bool pdl_capable = true, prefill_wgmma = prefill_attention_wgmma_by_default();
   for (std::size_t i = 0; i < options.gpus.size(); ++i) {
     const int g = options.gpus[i];
     if (g < 0 || g >= device_count) {
@@ -1255,6 +1256,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                       g, prop.name, prop.major, prop.minor));
     }
     pdl_capable = pdl_capable && prop.major >= 9;
+    prefill_wgmma = prefill_wgmma && prefill_attention_wgmma_supported(config.head_dim, prop.major, prop.minor);
     if (options.fp8_weights && prop.major * 10 + prop.minor < 89) {
       throw gpuscout::UsageError(
           fmt::format("GPU {} ({}, compute capability {}.{}) has no FP8 tensor cores: FP8 weights need compute "
@@ -1263,6 +1265,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     }
   }
   e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
+  e.info.prefill_attention = prefill_wgmma ? "wgmma" : "mma.sync";
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;
   set_programmatic_launch(e.info.programmatic_launch);

@@ -92,6 +92,9 @@ struct EngineInfo {
   int kv_block_size = 0;
   std::vector<int> graph_buckets;    // decode batch sizes with a captured graph
   bool programmatic_launch = false;  // used (asked for and supported by every GPU)
+  // The kernel of prefill chunks over 64 queries: "wgmma" (head size 128 on compute capability 9.0,
+  // unless GPUSCOUT_PREFILL_WGMMA=0) or "mma.sync" (attention_prefill*.cu).
+  std::string prefill_attention = "mma.sync";
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
   // One line per decode bucket and context class, when timed: the plan kept, then each candidate's

@@ -51,7 +51,8 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
 // queries; unless GPUSCOUT_PREFILL_WGMMA=0) and the mma.sync one (attention_prefill.cu: any GPU and
 // head size).
 enum class PrefillAttentionPath { automatic, mma_sync, wgmma };
-bool prefill_attention_wgmma_supported(int head_dim);
+bool prefill_attention_wgmma_supported(int head_dim, int cc_major, int cc_minor);
+bool prefill_attention_wgmma_supported(int head_dim);  // on the current device
 bool prefill_attention_wgmma_by_default();
 // False, launching nothing, where the path cannot run (wgmma: another GPU or head size).
 bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int q_stride, const bf16* k_cache,
