@@ -201,7 +201,10 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
           (attention_plan.kernel == ci::DecodeAttentionPlan::Kernel::automatic
                ? ""
                : " attention " + ci::describe(attention_plan)) +
-          (own_gemms ? " own GEMM kernels" : ""),
+          (own_gemms ? " own GEMM kernels" : "") +
+          (cfg.head_dim != gi::TransformerConfig::tiny().head_dim
+               ? fmt::format(" head size {} (prefill attention {})", cfg.head_dim, engine->info().prefill_attention)
+               : ""),
       gpus.size(), graphs ? "on" : "off", t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2,
       t.ties, t.failures, t.failures == 0 ? "PASS" : "FAIL");
   return t.failures == 0 && setup_failures == 0 ? 0 : 1;
@@ -685,6 +688,14 @@ int main(int argc, char** argv) {
     // One sequence: every decode step is a batch-1 step, its context crossing KV blocks and the
     // split attention's split sizes as it grows.
     Scenario single{"single", {300}, {60}, 64, 64, 8};
+    // Head size 128 with chunks of up to 256 queries: the prefill attention kernel of Hopper's
+    // warpgroup MMA where it runs (chunks over 64 queries), checked inside the engine.
+    Scenario long_chunks{"long-chunks", {150, 300, 70, 5}, {8, 6, 10, 12}, 64, 256, 8};
+    gi::TransformerConfig wide = tiny;
+    wide.name = "tiny-head128";
+    wide.hidden = 512;
+    wide.head_dim = 128;
+    wide.ffn_hidden = 512;
     int failures = 0;
     std::vector<std::vector<int>> gpu_sets{{0}};
     if (devices >= 2) gpu_sets.push_back({0, 1});
@@ -694,6 +705,7 @@ int main(int argc, char** argv) {
         failures += run_scenario(tiny, gpus, graphs, single);
       }
       failures += run_scenario(tiny, gpus, true, tight);
+      for (bool graphs : {true, false}) failures += run_scenario(wide, gpus, graphs, long_chunks);
       for (bool graphs : {true, false}) {
         failures += pipeline_check(tiny, gpus, graphs, mixed);
         failures += pipeline_check(tiny, gpus, graphs, tight);
