@@ -38,25 +38,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   bf16* ks = qs + T::kQ;       // [2][kBk][kLd]
   bf16* vs = ks + 2 * T::kKv;  // [2][kBk][kLd]
 
-  const int seq = blockIdx.z, h = blockIdx.x;
-  const int q_len = batch.q_len[seq];
-  const int ctx = batch.context_len[seq];
-  if (q_len <= 0 || ctx <= 0) return;
-  // The longest causal rows first (the last query tile has the most keys), over all heads: blocks
-  // start in x-then-y order, so the heads are x and the query tiles, last first, y. (Head-major
-  // order started the last head's longest tiles near the end: a tail of up to one longest block.)
-  const int qt = gridDim.y - 1 - blockIdx.y;
-  const int q0 = qt * kBq;
-  if (q0 >= q_len) return;
-  const int kvh = h / (shape.heads / shape.kv_heads);
-  const int pos0 = ctx - q_len;  // absolute position of the chunk's query 0
-  const int kv_end = pos0 + min(q0 + kBq, q_len);
+  PrefillChunk chunk;
+  if (!chunk.init(batch, shape, kBq)) return;
+  const int h = blockIdx.x, q_len = chunk.q_len, q0 = chunk.q0, pos0 = chunk.pos0, kv_end = chunk.kv_end;
+  const std::int64_t q_row0 = chunk.q_row0;
   const int tiles = (kv_end + kBk - 1) / kBk;
-  const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
-  const std::int64_t q_row0 = batch.q_start[seq];
-  const int bs = shape.block_size;
-  const bool bs_pow2 = (bs & (bs - 1)) == 0;
-  const int bs_shift = __ffs(bs) - 1;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
@@ -76,13 +62,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int r = tid / kChunks + i * kRowsPerPass;
       const int key = tile * kBk + r;
       const bool ok = key < kv_end;
-      std::int64_t row = 0;
-      if (ok) {
-        const int blk = bs_pow2 ? key >> bs_shift : key / bs;
-        const int in_blk = key - blk * bs;
-        row = (static_cast<std::int64_t>(table[blk]) * shape.kv_heads + kvh) * bs + in_blk;
-      }
-      const std::int64_t off = row * D + cc * 8;
+      const std::int64_t off = (ok ? chunk.cache_row(key) : 0) * D + cc * 8;
       cp_async16(ks + buf * T::kKv + r * T::kLd + cc * 8, k_cache + off, ok ? 16 : 0);
       cp_async16(vs + buf * T::kKv + r * T::kLd + cc * 8, v_cache + off, ok ? 16 : 0);
     }

@@ -126,22 +126,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* ks = qs + kQBytes;             // [kStages][kKvBytes]
   unsigned char* vs = ks + kStages * kKvBytes;  // [kStages][kKvBytes]
 
-  const int seq = blockIdx.z, h = blockIdx.x;
-  const int q_len = batch.q_len[seq];
-  const int ctx = batch.context_len[seq];
-  if (q_len <= 0 || ctx <= 0) return;
-  // The longest causal rows first, over all heads (as attention_prefill.cu).
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * kBq;
-  if (q0 >= q_len) return;
-  const int kvh = h / (shape.heads / shape.kv_heads);
-  const int pos0 = ctx - q_len;  // absolute position of the chunk's query 0
-  const int kv_end = pos0 + min(q0 + kBq, q_len);
+  PrefillChunk chunk;
+  if (!chunk.init(batch, shape, kBq)) return;
+  const int h = blockIdx.x, q_len = chunk.q_len, q0 = chunk.q0, kv_end = chunk.kv_end;
+  const std::int64_t q_row0 = chunk.q_row0;
   const int tiles = (kv_end + kBk - 1) / kBk;
-  const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
-  const std::int64_t q_row0 = batch.q_start[seq];
-  const int bs = shape.block_size;
-  const bool bs_pow2 = (bs & (bs - 1)) == 0;  // the engine's 16: a shift, not a division per row
-  const int bs_shift = __ffs(bs) - 1;
   const int tid = threadIdx.x;
 
   // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
@@ -159,12 +148,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int r = c / kChunks, cc = c % kChunks;
       const int key = tile * kBk + r;
       const bool ok = key < kv_end;
-      std::int64_t row = 0;
-      if (ok) {
-        const int blk = bs_pow2 ? key >> bs_shift : key / bs;
-        row = (static_cast<std::int64_t>(table[blk]) * shape.kv_heads + kvh) * bs + (key - blk * bs);
-      }
-      const std::int64_t off = row * kD + cc * 8;
+      const std::int64_t off = (ok ? chunk.cache_row(key) : 0) * kD + cc * 8;
       const std::uint32_t dst = stage * kKvBytes + swizzled(r, cc, kKvHalf);
       cp_async16(ks + dst, k_cache + off, ok ? 16 : 0);
       cp_async16(vs + dst, v_cache + off, ok ? 16 : 0);
@@ -178,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int g = lane / 4, tig = lane % 4;
   const int wg_row0 = wg * 64;
   const bool wg_live = q0 + wg_row0 < q_len;  // a warpgroup wholly past the chunk does no work
-  const int wg_pos_first = pos0 + q0 + wg_row0;
+  const int wg_pos_first = chunk.pos0 + q0 + wg_row0;
   // The warpgroup's tiles: a prefix in key order from key 0 (which every row sees), up to its last row.
   const int wg_tiles = wg_live ? min(tiles, (wg_pos_first + 63) / kBk + 1) : 0;
   const int pos_a = wg_pos_first + warp * 16 + g, pos_b = pos_a + 8;

@@ -153,6 +153,44 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
+// The chunk of one prefill attention block (attention_prefill.cu, attention_prefill_wgmma.cu): blocks
+// (head, query tile, sequence) on a grid whose y runs over query tiles of `queries_per_block`, the
+// last tile first (it has the most keys), and where each K/V row lives in the paged cache.
+struct PrefillChunk {
+  int q_len = 0, q0 = 0, kvh = 0;
+  int pos0 = 0;    // absolute position of the chunk's query 0 (context_len - q_len)
+  int kv_end = 0;  // keys the block's last query sees
+  std::int64_t q_row0 = 0;
+  const std::int32_t* table = nullptr;
+  int kv_heads = 0, block_size = 0, block_shift = -1;  // block_shift: log2 of a power-of-two block size
+
+  // False when the block has nothing to do (a padding sequence, or a query tile past the chunk).
+  // The grid's x then y order starts the heads' longest tiles first (head-major order left a tail
+  // of up to one longest block at the end).
+  __device__ bool init(const AttentionBatch& batch, const AttentionShape& shape, int queries_per_block) {
+    const int seq = blockIdx.z;
+    q_len = batch.q_len[seq];
+    const int ctx = batch.context_len[seq];
+    if (q_len <= 0 || ctx <= 0) return false;
+    q0 = (gridDim.y - 1 - blockIdx.y) * queries_per_block;
+    if (q0 >= q_len) return false;
+    kvh = blockIdx.x / (shape.heads / shape.kv_heads);
+    pos0 = ctx - q_len;
+    kv_end = pos0 + min(q0 + queries_per_block, q_len);
+    q_row0 = batch.q_start[seq];
+    table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
+    kv_heads = shape.kv_heads;
+    block_size = shape.block_size;
+    block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;  // the engine's 16: a shift
+    return true;
+  }
+  // The cache row (block * kv_heads + kvh) * block_size + offset of key `key` (< kv_end).
+  __device__ std::int64_t cache_row(int key) const {
+    const int blk = block_shift >= 0 ? key >> block_shift : key / block_size;
+    return (static_cast<std::int64_t>(table[blk]) * kv_heads + kvh) * block_size + (key - blk * block_size);
+  }
+};
+
 // mbarrier and bulk copy (sm_90): a shared-memory buffer is complete when its expected bytes
 // landed (the producer's arrive.expect_tx, then cp.async.bulk completing the transaction).
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
