@@ -11,8 +11,6 @@
 // the mma.sync kernel for everything else. Layouts and descriptor fields are PTX's ("Asynchronous
 // Warpgroup Level Matrix Multiply-Accumulate", shared memory matrix layout and descriptor).
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
@@ -318,10 +316,7 @@ bool prefill_attention_wgmma_supported(int head_dim) {
 }
 
 bool prefill_attention_wgmma_by_default() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPUSCOUT_PREFILL_WGMMA");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch_on("GPUSCOUT_PREFILL_WGMMA");
   return on;
 }
 

@@ -19,8 +19,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 
 #include "gpuscout/cuda/check.hpp"
@@ -303,10 +301,7 @@ bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* re
 }
 
 bool ring_gemv_by_default() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPUSCOUT_RING_GEMV");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch_on("GPUSCOUT_RING_GEMV");
   return on;
 }
 

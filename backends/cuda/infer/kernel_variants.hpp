@@ -46,6 +46,9 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                   void* workspace, bf16* out, int out_stride, cudaStream_t stream);
 
+// A kernel choice's switch for A/B runs: on unless the environment variable `name` is "0".
+bool env_switch_on(const char* name);
+
 // Prefill attention's kernels (launch_prefill_attention chooses): the warpgroup-MMA one
 // (attention_prefill_wgmma.cu: head size 128 on compute capability 9.0 only, chunks of more than 64
 // queries; unless GPUSCOUT_PREFILL_WGMMA=0) and the mma.sync one (attention_prefill.cu: any GPU and

@@ -10,6 +10,8 @@
 #include <cfloat>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "gpuscout/cuda/check.hpp"
@@ -695,6 +697,11 @@ std::atomic<bool> g_programmatic_launch{false};
 thread_local int t_programmatic_pauses = 0;
 
 }  // namespace
+
+bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
 
 void set_programmatic_launch(bool enabled) {
   g_programmatic_launch = enabled;
