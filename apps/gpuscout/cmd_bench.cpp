@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -74,7 +75,7 @@ bool flag_given(const std::vector<std::pair<std::string, CLI::Option*>>& options
 // The serve benchmark's flags as typed; serve_options() validates them.
 struct ServeFlags {
   std::string model, scenario, lengths, batches, prefills, weights, engine_tuning, stepping;
-  int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0;
+  int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0, max_step_tokens = 0;
   std::int64_t kv_blocks = 0;
   std::uint64_t seed = 1;
   double rate = 0, duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0;
@@ -150,6 +151,7 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
   positive_int("osl", s.osl);
   positive_int("requests", s.requests);
   positive_int("max-batch", s.max_batch);
+  positive_int("max-step-tokens", s.max_step_tokens);
   if (s.given("kv-blocks") && s.kv_blocks < 1) {
     throw UsageError(fmt::format("--kv-blocks must be a whole number >= 1, got {}", s.kv_blocks));
   }
@@ -179,6 +181,16 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
       throw UsageError(fmt::format("--stepping: expected pipelined or synchronous, got '{}'", s.stepping));
     }
     o.pipelined_steps = s.stepping == "pipelined";
+  }
+  o.max_step_tokens = s.max_step_tokens;
+  if (o.max_step_tokens > 0) {
+    // Every running sequence's decode token must fit a step (vLLM asks the same of its budget).
+    const int largest = *std::max_element(o.decode_batches.begin(), o.decode_batches.end());
+    if (o.max_step_tokens < largest) {
+      throw UsageError(fmt::format(
+          "--max-step-tokens {} is below the largest --serve-batch {}: a step must hold one decode token per sequence",
+          o.max_step_tokens, largest));
+    }
   }
   if (o.max_batch > 0) {
     for (int b : o.decode_batches) {
@@ -693,6 +705,10 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   serve_flag("max-run-s", sf.max_run_s, "serve: a load run still busy after this many seconds stops, INVALID (600)");
   serve_flag("kv-blocks", sf.kv_blocks, "serve: cap on the engine's KV-cache blocks (default: as memory allows)");
   serve_flag("max-batch", sf.max_batch, "serve: the engine's largest decode batch (default 256)");
+  serve_flag("max-step-tokens", sf.max_step_tokens,
+             "serve: the scheduler's token budget per step, decode plus prefill tokens, in the static batch and the "
+             "load runs (default as vLLM's: on GPUs with >= 70 GiB but the A100, 16384 offline and 8192 server or "
+             "single-stream; else 8192 and 2048)");
   serve_flag("engine-tuning", sf.engine_tuning,
              "serve: steps (default): GEMM kernels within 25% per call are timed inside whole decode steps of each "
              "CUDA graph, the faster kept (start-up ~6 s for an 8B model, ~19 s for a 70B at TP2 on H200s); alone: "

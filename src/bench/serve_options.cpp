@@ -19,6 +19,18 @@ int ServeOptions::max_sequence_tokens() const {
   return longest;
 }
 
+int step_token_budget(const ServeOptions& options, serve::Scenario scenario, std::uint64_t device_memory_bytes,
+                      std::string_view device_name) {
+  if (options.max_step_tokens > 0) return options.max_step_tokens;
+  std::string name;
+  for (unsigned char c : device_name) name.push_back(static_cast<char>(std::tolower(c)));
+  constexpr std::uint64_t kLargeGpuBytes = 70ULL << 30;
+  const bool large = device_memory_bytes >= kLargeGpuBytes && name.find("a100") == std::string::npos;
+  const bool offline = scenario == serve::Scenario::offline;
+  if (large) return offline ? 16384 : 8192;
+  return offline ? 8192 : 2048;
+}
+
 bool names_benchmark(const std::vector<std::string>& selectors, std::string_view key) {
   return std::any_of(selectors.begin(), selectors.end(), [key](const std::string& s) {
     return s == key || (s.size() > key.size() && s.compare(0, key.size(), key) == 0 && s[key.size()] == '/');

@@ -303,7 +303,10 @@ void validate_serving(ValidationReport& report, const std::vector<results::Resul
       setup.weights = parse_quantization(peak.params.value("dtype", "bf16"), "dtype");
       EngineLimits limits;
       limits.max_running = engine->params.value("max_running", limits.max_running);
-      limits.max_step_tokens = engine->params.value("max_step_tokens", limits.max_step_tokens);
+      // The load run's own step budget where its records carry it; older result files carry only the
+      // engine's, which was then also the budget.
+      limits.max_step_tokens =
+          peak.params.value("max_step_tokens", engine->params.value("max_step_tokens", limits.max_step_tokens));
       limits.block_size = engine->params.value("kv_block_size", limits.block_size);
       QueueingSettings q;
       q.isl = peak.params.value("input_tokens", 0);

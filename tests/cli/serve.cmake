@@ -34,3 +34,8 @@ gpuscout_cli_test(bench_serve_bad_engine_tuning 2 --stdout-empty --stderr-contai
                   -- bench --only serve --engine-tuning fast)
 gpuscout_cli_test(bench_serve_bad_stepping 2 --stdout-empty --stderr-contains "--stepping: expected pipelined or synchronous"
                   -- bench --only serve --stepping async)
+gpuscout_cli_test(bench_serve_step_budget_zero 2 --stdout-empty --stderr-contains "--max-step-tokens must be a whole number >= 1"
+                  -- bench --only serve --max-step-tokens 0)
+gpuscout_cli_test(bench_serve_step_budget_below_batch 2 --stdout-empty
+                  --stderr-contains "--max-step-tokens 16 is below the largest --serve-batch 32"
+                  -- bench --only serve --max-step-tokens 16)

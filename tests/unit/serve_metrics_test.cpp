@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "gpuscout/bench/serve_options.hpp"
 #include "gpuscout/workloads/model_catalog.hpp"
 
 namespace gpuscout::bench {
@@ -168,6 +170,33 @@ TEST(ServeMetrics, NoGemmReferenceLeavesPrefillAlone) {
   EXPECT_EQ(annotate_prefill_vs_gemm(records), 0);
   EXPECT_EQ(records[2].find_metric("throughput_pct_of_gemm"), nullptr);
   EXPECT_EQ(records[2].metrics.size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpuscout::bench
+
+namespace gpuscout::bench {
+namespace {
+
+TEST(ServeStepBudget, VllmDefaultsByScenarioAndGpu) {
+  const ServeOptions defaults;
+  constexpr std::uint64_t kGiB = 1ULL << 30;
+  using serve::Scenario;
+  // 141 GB H200 and 80 GB H100: the large-GPU budgets.
+  EXPECT_EQ(step_token_budget(defaults, Scenario::offline, 141 * kGiB, "NVIDIA H200"), 16384);
+  EXPECT_EQ(step_token_budget(defaults, Scenario::server, 141 * kGiB, "NVIDIA H200"), 8192);
+  EXPECT_EQ(step_token_budget(defaults, Scenario::single_stream, 80 * kGiB, "NVIDIA H100 80GB HBM3"), 8192);
+  // The A100 80GB is excluded by name (vLLM found the large budget slower there), in any case.
+  EXPECT_EQ(step_token_budget(defaults, Scenario::offline, 80 * kGiB, "NVIDIA A100-SXM4-80GB"), 8192);
+  EXPECT_EQ(step_token_budget(defaults, Scenario::server, 80 * kGiB, "nvidia a100 80gb pcie"), 2048);
+  // Under 70 GiB (L40S 48 GB).
+  EXPECT_EQ(step_token_budget(defaults, Scenario::offline, 45 * kGiB, "NVIDIA L40S"), 8192);
+  EXPECT_EQ(step_token_budget(defaults, Scenario::server, 45 * kGiB, "NVIDIA L40S"), 2048);
+  // --max-step-tokens wins everywhere.
+  ServeOptions given;
+  given.max_step_tokens = 4096;
+  EXPECT_EQ(step_token_budget(given, Scenario::offline, 141 * kGiB, "NVIDIA H200"), 4096);
+  EXPECT_EQ(step_token_budget(given, Scenario::server, 45 * kGiB, "NVIDIA L40S"), 4096);
 }
 
 }  // namespace

@@ -82,6 +82,10 @@ struct Run {
   ci::EngineInfo info;
   nlohmann::ordered_json engine_summary;
 
+  // The scheduler's token budget per step in a load scenario (bench::step_token_budget).
+  int step_budget(serve::Scenario scenario) const {
+    return bench::step_token_budget(o, scenario, env.device.total_memory_bytes, env.device.name);
+  }
   Record make(const std::string& key, nlohmann::ordered_json params) const {
     Record r;
     r.key = key;
@@ -361,11 +365,11 @@ void prefill_case(Run& run, ci::CudaEngine& engine, int tokens) {
   run.records.push_back(std::move(r));
 }
 
-core::SchedulerConfig scheduler_config(const ci::CudaEngine& engine, int max_sequence_tokens) {
+core::SchedulerConfig scheduler_config(const ci::CudaEngine& engine, int max_sequence_tokens, int step_budget) {
   core::SchedulerConfig c;
   c.block_size = engine.kv_block_size();
   c.num_blocks = engine.kv_blocks();
-  c.max_step_tokens = engine.max_step_tokens();
+  c.max_step_tokens = step_budget;
   c.max_running = engine.max_running();
   c.max_sequence_tokens = max_sequence_tokens;
   return c;
@@ -373,7 +377,8 @@ core::SchedulerConfig scheduler_config(const ci::CudaEngine& engine, int max_seq
 
 // One load-generator run on a fresh scheduler (an empty KV cache) and clock.
 serve::LoadSummary run_scenario(Run& run, ci::CudaEngine& engine, const serve::LoadSettings& settings) {
-  core::EngineSut sut(engine, scheduler_config(engine, run.o.max_sequence_tokens()), run.o.model.vocab, kPromptSeed);
+  core::EngineSut sut(engine, scheduler_config(engine, run.o.max_sequence_tokens(), run.step_budget(settings.scenario)),
+                      run.o.model.vocab, kPromptSeed);
   sut.set_pipelined(run.o.pipelined_steps);
   serve::SteadyClock clock;
   return serve::run_load(sut, clock, settings);
@@ -384,6 +389,7 @@ nlohmann::ordered_json load_params(const Run& run, const serve::LoadSettings& s)
   p["model"] = run.o.model.name;
   p["tp"] = run.o.tp;
   p["dtype"] = core::to_string(run.o.weights);
+  p["max_step_tokens"] = run.step_budget(s.scenario);
   if (s.lengths.kind == serve::LengthSpec::Kind::from_file) {
     p["lengths"] = s.lengths.source;
   } else {
@@ -400,10 +406,17 @@ void finish_load_record(Run& run, Record r, std::optional<results::Telemetry> te
   run.records.push_back(std::move(r));
 }
 
+int static_batch(const Run& run) {
+  return *std::max_element(run.o.decode_batches.begin(), run.o.decode_batches.end());
+}
+std::string static_key(const Run& run) {
+  return fmt::format("serve/static/{}/b{}_isl{}_osl{}", run.tag, static_batch(run), run.o.isl, run.o.osl);
+}
+
 // B requests of isl/osl all at once (Offline): the end-to-end static batch.
 void static_case(Run& run, ci::CudaEngine& engine) {
-  const int batch = *std::max_element(run.o.decode_batches.begin(), run.o.decode_batches.end());
-  const std::string key = fmt::format("serve/static/{}/b{}_isl{}_osl{}", run.tag, batch, run.o.isl, run.o.osl);
+  const int batch = static_batch(run);
+  const std::string key = static_key(run);
   if (!wanted(run.env.options, key)) return;
   serve::LoadSettings s;
   s.scenario = serve::Scenario::offline;
@@ -501,8 +514,11 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   eo.max_kv_blocks = o.kv_blocks;
   const int largest_batch = *std::max_element(o.decode_batches.begin(), o.decode_batches.end());
   eo.max_running = o.max_batch > 0 ? o.max_batch : std::max(eo.max_running, largest_batch);
+  // Room for the longest step: a prefill case's prompt, or the static batch's and load run's budgets.
   eo.max_step_tokens =
-      std::max(eo.max_step_tokens, *std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()));
+      std::max({eo.max_step_tokens, *std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()),
+                wanted(env.options, static_key(run)) ? run.step_budget(serve::Scenario::offline) : 0,
+                o.load ? run.step_budget(o.load->scenario) : 0});
   eo.max_context = o.max_sequence_tokens();
   eo.collective_timeout_s = env.options.coll_timeout_s;
   eo.fp8_weights = fp8;

@@ -40,9 +40,19 @@ struct ServeOptions {
   // (EngineSut::set_pipelined), so its collect, scheduling and launch overlap the GPU's work;
   // synchronous: each step is launched after the previous one's tokens are back.
   bool pipelined_steps = true;
+  // --max-step-tokens: the scheduler's token budget per step (decode tokens + prefill chunk tokens)
+  // in the static batch and the load runs; 0: step_token_budget()'s defaults.
+  int max_step_tokens = 0;
   // Longest sequence any case needs (prompt + output), for the engine's context.
   int max_sequence_tokens() const;
 };
+
+// The scheduler's token budget per step for a load scenario on a GPU: --max-step-tokens when given,
+// else vLLM's defaults (EngineArgs.get_batch_defaults), so that a run compares with vLLM's as users
+// launch it: on GPUs with at least 70 GiB other than the A100, 16384 tokens offline (its LLM class)
+// and 8192 online (its API server: here server and single-stream); on other GPUs 8192 and 2048.
+int step_token_budget(const ServeOptions& options, serve::Scenario scenario, std::uint64_t device_memory_bytes,
+                      std::string_view device_name);
 
 // Whether a --only selector names the benchmark `key` itself or one of its cases ("serve",
 // "serve/decode"), as an opt-in benchmark (serve) must be named: a prefix of its key ("s") or an
