@@ -21,11 +21,6 @@ namespace {
 constexpr int kRequestedAlgos = 8;
 constexpr int kTimedRounds = 3;
 constexpr int kMaxRotation = 8;  // weight instances cycled through per timed round
-// cuBLASLt candidates this close per call to the fastest count as tied; among tied ones tune()
-// takes the fewest k-splits. Per-call timing cannot tell them apart (their order flips between
-// engines), but in whole batch-32 decode steps a split-k 4 down projection or a split-k 3 o
-// projection cost ~0.02-0.05 ms per step against split-k 2 (bench/NOTES.md, session 15).
-constexpr double kSplitTieMargin = 0.02;
 // cuBLASLt's part of the runner's workspace: all but the small-m counters at its end.
 std::size_t lt_workspace_bytes(std::size_t total) {
   return total >= 2 * GemmRunner::kSmallMCounterBytes ? total - GemmRunner::kSmallMCounterBytes : total;
@@ -38,25 +33,17 @@ bool skinny_is_ring(int rows, bool fp8) {
 
 // "#3/8 (algo 66 tile 18 stages 33 split-k 1)": which heuristic candidate and its configuration, so
 // that choices can be compared between engines (attributes that cannot be read are left out).
-// The split-k tie rule (kSplitTieMargin) unless GPUSCOUT_LT_SPLIT_TIES=0 (A/B runs).
-bool lt_split_ties_enabled() {
-  return env_switch_on("GPUSCOUT_LT_SPLIT_TIES");
-}
-
-// One integer attribute of an algorithm's configuration; -1 where it cannot be read.
-long long algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
-  std::int32_t value = 0;
-  std::size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) !=
-          CUBLAS_STATUS_SUCCESS ||
-      written != sizeof(value)) {
-    return -1;
-  }
-  return value;
-}
-
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size_t count) {
-  auto get = [&algo](cublasLtMatmulAlgoConfigAttributes_t attribute) { return algo_attribute(algo, attribute); };
+  auto get = [&algo](cublasLtMatmulAlgoConfigAttributes_t attribute) -> long long {
+    std::int32_t value = 0;
+    std::size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) !=
+            CUBLAS_STATUS_SUCCESS ||
+        written != sizeof(value)) {
+      return -1;
+    }
+    return value;
+  };
   std::string s = fmt::format("#{}/{} (", index + 1, count);
   const std::pair<const char*, cublasLtMatmulAlgoConfigAttributes_t> fields[] = {
       {"algo", CUBLASLT_ALGO_CONFIG_ID},
@@ -285,36 +272,25 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     }
     return static_cast<double>(best);
   };
-  constexpr double kNotRun = std::numeric_limits<double>::max();
-  std::vector<double> lt_us(p.algos.size(), kNotRun);
-  for (std::size_t a = 0; a < p.algos.size(); ++a) {
+  double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt;
+  int best_algo = 0;
+  for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
+    double t = 0;
     try {
-      lt_us[a] = time_us(static_cast<int>(a), false);
+      t = time_us(a, false);
     } catch (const CudaError&) {
+      continue;
+    }
+    if (t < best_lt) {
+      runner_up_lt = best_lt;
+      best_lt = t;
+      best_algo = a;
+    } else {
+      runner_up_lt = std::min(runner_up_lt, t);
     }
   }
-  const int fastest_algo = static_cast<int>(std::min_element(lt_us.begin(), lt_us.end()) - lt_us.begin());
-  int best_algo = fastest_algo;
-  if (lt_us[static_cast<std::size_t>(fastest_algo)] != kNotRun && lt_split_ties_enabled()) {
-    auto splits_of = [&p](std::size_t a) {
-      const long long s = algo_attribute(p.algos[a].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-      return s < 1 ? 1LL : s;
-    };
-    const double tie = lt_us[static_cast<std::size_t>(fastest_algo)] * (1.0 + kSplitTieMargin);
-    for (std::size_t a = 0; a < p.algos.size(); ++a) {
-      const auto b = static_cast<std::size_t>(best_algo);
-      if (lt_us[a] <= tie && (splits_of(a) < splits_of(b) || (splits_of(a) == splits_of(b) && lt_us[a] < lt_us[b]))) {
-        best_algo = static_cast<int>(a);
-      }
-    }
-  }
-  const double best_lt = lt_us[static_cast<std::size_t>(best_algo)];
-  double runner_up_lt = kNotRun;
-  for (std::size_t a = 0; a < p.algos.size(); ++a) {
-    if (static_cast<int>(a) != best_algo) runner_up_lt = std::min(runner_up_lt, lt_us[a]);
-  }
-  if (best_lt == kNotRun) {
+  if (best_lt == std::numeric_limits<double>::max()) {
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
     throw std::runtime_error(
@@ -345,11 +321,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   // cuBLASLt's pick among its candidates and the runner-up's time: near ties flip between engines.
   const std::string lt_pick =
       describe_algo(p.algos[static_cast<std::size_t>(best_algo)].algo, best_algo, p.algos.size()) +
-      (runner_up_lt < kNotRun ? fmt::format(", next {:.1f} us", runner_up_lt) : "") +
-      (best_algo != fastest_algo
-           ? fmt::format(", fewer k-splits than #{} at {:.1f} us", fastest_algo + 1,
-                         lt_us[static_cast<std::size_t>(fastest_algo)])
-           : "");
+      (runner_up_lt < std::numeric_limits<double>::max() ? fmt::format(", next {:.1f} us", runner_up_lt) : "");
   p.chosen_us = best_lt;
   p.alternative_us = -1;
   p.alternative_skinny = false;
