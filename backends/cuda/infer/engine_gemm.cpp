@@ -5,14 +5,12 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <utility>
-#include <vector>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_variants.hpp"
@@ -61,34 +59,6 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size
   }
   return s + ")";
 }
-
-// While `stream` is being captured and its next node would follow one kernel node: makes that edge
-// programmatic, so the next kernel (a cuBLASLt one, which we do not launch ourselves) may launch as
-// the one before it triggers or exits. Safe only after a late kernel (kernel_util.cuh), since
-// cuBLASLt's kernels do not wait for their inputs. Returns whether it did.
-bool capture_next_as_programmatic(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* deps = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
-  std::size_t count = 0;
-  GPUSCOUT_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &count));
-  if (status != cudaStreamCaptureStatusActive || count != 1) return false;
-  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-  GPUSCOUT_CUDA_CHECK(cudaGraphNodeGetType(deps[0], &type));
-  if (type != cudaGraphNodeTypeKernel) return false;
-  cudaGraphNode_t node = deps[0];
-  cudaGraphEdgeData edge{};
-  edge.from_port = cudaGraphKernelNodePortProgrammatic;
-  edge.type = cudaGraphDependencyTypeProgrammatic;
-  GPUSCOUT_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, &node, &edge, 1, cudaStreamSetCaptureDependencies));
-  return true;
-}
-
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GPUSCOUT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status == cudaStreamCaptureStatusActive;
-}
 }  // namespace
 
 struct GemmRunner::Class {
@@ -112,9 +82,6 @@ struct GemmRunner::Plan {
   bool alternative_skinny = false;
   int alternative_split = 0, alternative_variant = 0;
   double chosen_us = -1, alternative_us = -1;
-  // The chosen cuBLASLt kernel passed probe_late_edge(): a late kernel before it may hand over by a
-  // programmatic edge.
-  bool late_edge_ok = false;
 };
 
 GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
@@ -124,7 +91,6 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
       pref_(lt::make_preference(lt_workspace_bytes(workspace_bytes))),
       workspace_(workspace),
       workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
-  lt_late_edges_ = env_switch_on("GPUSCOUT_LT_LATE_EDGES");
   const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
@@ -202,7 +168,7 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
 
 void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split,
                         int small_m_variant, int rows, const bf16* x, const void* w, bf16* y, bool accumulate,
-                        cudaStream_t stream, bool programmatic_edge) {
+                        cudaStream_t stream) {
   const bf16* residual = accumulate ? y : nullptr;
   if (small_m_split > 0 && !c.fp8() &&
       launch_small_m_gemm(x, rows, static_cast<const bf16*>(w), c.out, c.in, small_m_split, residual, y, small_m_ws_,
@@ -223,7 +189,6 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto& h = p.algos[static_cast<std::size_t>(algo_index)];
   if (!c.fp8()) {
-    if (programmatic_edge) capture_next_as_programmatic(stream);
     GPUSCOUT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &h.algo, workspace_,
                                          workspace_bytes_, stream));
     return;
@@ -264,12 +229,9 @@ void GemmRunner::run_normed(int cls, int rows, const bf16* h, const bf16* norm_w
   input.norm_weight = norm_weight;
   input.norm_eps = eps;
   if (run_on_ring(cls, rows, h, w, nullptr, y, input, stream)) return;
-  const bool late = late_edge(cls, rows, stream);
-  launch_rmsnorm(h, norm_weight, rows, classes_[cls]->in, eps, xn, stream, late);
+  launch_rmsnorm(h, norm_weight, rows, classes_[cls]->in, eps, xn, stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
-  const Plan& p = plan(cls, rows);
-  launch(*classes_[cls], p, p.chosen, p.skinny, p.small_m_split, p.small_m_variant, rows, xn, w, y, false, stream,
-         late);
+  run(cls, rows, xn, w, y, false, stream);
 }
 
 void GemmRunner::run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act, const void* w, bf16* y,
@@ -278,12 +240,9 @@ void GemmRunner::run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act,
   RingInput input;
   input.silu_mul = true;
   if (run_on_ring(cls, rows, gate_up, w, accumulate ? y : nullptr, y, input, stream)) return;
-  const bool late = late_edge(cls, rows, stream);
-  launch_silu_mul(gate_up, rows, classes_[cls]->in, act, stream, late);
+  launch_silu_mul(gate_up, rows, classes_[cls]->in, act, stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
-  const Plan& p = plan(cls, rows);
-  launch(*classes_[cls], p, p.chosen, p.skinny, p.small_m_split, p.small_m_variant, rows, act, w, y, accumulate,
-         stream, late);
+  run(cls, rows, act, w, y, accumulate, stream);
 }
 
 std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream) {
@@ -418,77 +377,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
-  p.late_edge_ok = false;
-  if (lt_late_edges_ && !c.fp8()) {
-    line += probe_late_edge(c, p, rows, x_scratch, stream) ? "; late edge" : "; no late edge (probe failed)";
-  }
   return line;
-}
-
-bool GemmRunner::late_edge(int cls, int rows, cudaStream_t stream) {
-  const Plan& p = plan(cls, rows);
-  return lt_late_edges_ && p.late_edge_ok && !p.skinny && p.small_m_split == 0 && !classes_[cls]->fp8() &&
-         capturing(stream);
-}
-
-bool GemmRunner::probe_late_edge(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream) {
-  // Probe buffers: x, which the late writer fills, and the outputs of the plain and the edged GEMM.
-  const std::size_t x_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.in) * sizeof(bf16);
-  const std::size_t y_count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(c.out);
-  const std::size_t x_span = (x_bytes + 255) / 256 * 256, y_span = (y_count * sizeof(bf16) + 255) / 256 * 256;
-  void* buffer = nullptr;
-  if (x_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(x_scratch) % 16 != 0 ||
-      cudaMalloc(&buffer, x_span + 2 * y_span) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  auto* x_late = static_cast<bf16*>(buffer);
-  auto* y_plain = reinterpret_cast<bf16*>(static_cast<char*>(buffer) + x_span);
-  auto* y_edged = reinterpret_cast<bf16*>(static_cast<char*>(buffer) + x_span + y_span);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  bool ok = false;
-  try {
-    launch(c, p, p.chosen, false, 0, 0, rows, x_scratch, c.weights[0], y_plain, false, stream);
-    GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(x_late, 0, x_bytes, stream));
-    GPUSCOUT_CUDA_CHECK(cudaMemsetAsync(y_edged, 0, y_count * sizeof(bf16), stream));
-    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    // The writer copies x 100 us after it starts: a GEMM that launched before the writer's blocks
-    // exited reads zeros in every block's first k steps.
-    GPUSCOUT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      launch_delayed_copy_late(x_scratch, x_late, x_bytes, 100'000, stream);
-      GPUSCOUT_CUDA_CHECK_LAUNCH();
-      launch(c, p, p.chosen, false, 0, 0, rows, x_late, c.weights[0], y_edged, false, stream, true);
-    } catch (...) {
-      (void)cudaStreamEndCapture(stream, &graph);
-      throw;
-    }
-    GPUSCOUT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    GPUSCOUT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    GPUSCOUT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<bf16> plain(y_count), edged(y_count);
-    GPUSCOUT_CUDA_CHECK(cudaMemcpy(plain.data(), y_plain, y_count * sizeof(bf16), cudaMemcpyDeviceToHost));
-    GPUSCOUT_CUDA_CHECK(cudaMemcpy(edged.data(), y_edged, y_count * sizeof(bf16), cudaMemcpyDeviceToHost));
-    // The same kernel on the same inputs: equal but for a reduction order cuBLASLt may vary.
-    float largest = 0.0f, worst = 0.0f;
-    for (std::size_t i = 0; i < y_count; ++i) {
-      const float a = __bfloat162float(plain[i]), b = __bfloat162float(edged[i]);
-      largest = std::max(largest, std::fabs(a));
-      worst = std::max(worst, std::isfinite(b) ? std::fabs(a - b) : std::numeric_limits<float>::infinity());
-    }
-    ok = largest > 0.0f && worst <= 1e-2f * largest;
-  } catch (const CudaError&) {
-    (void)cudaGetLastError();
-    ok = false;
-  }
-  if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
-  if (graph != nullptr) (void)cudaGraphDestroy(graph);
-  (void)cudaStreamSynchronize(stream);
-  (void)cudaFree(buffer);
-  p.late_edge_ok = ok;
-  return ok;
 }
 
 double GemmRunner::tie_margin(int cls, int rows) {

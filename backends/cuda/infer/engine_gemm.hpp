@@ -56,11 +56,7 @@ class GemmRunner {
   void run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
   // y = RMSNorm(h) W^T (RMSNorm with norm_weight and eps, as launch_rmsnorm). Where the plan is the
   // ring GEMV (one BF16 row) the norm is computed inside it and xn is not written; otherwise the
-  // RMSNorm kernel writes xn (rows x in) and run() follows. While a graph is captured and the plan is
-  // a BF16 cuBLASLt kernel that passed tune()'s late-edge probe, the RMSNorm kernel runs late
-  // (kernel_util.cuh) and the GEMM's node gets a programmatic edge from it, so that the GEMM launches
-  // as the norm's blocks exit instead of after its completion (off with GPUSCOUT_LT_LATE_EDGES=0).
-  // run_silu_mul does the same with its SiLU kernel.
+  // RMSNorm kernel writes xn (rows x in) and run() follows.
   void run_normed(int cls, int rows, const bf16* h, const bf16* norm_weight, float eps, bf16* xn, const void* w,
                   bf16* y, cudaStream_t stream);
   // y = (silu(gate) * up) W^T (+ y when `accumulate`), gate_up holding [gate | up] per row (2 in
@@ -112,16 +108,8 @@ class GemmRunner {
   bool run_on_ring(int cls, int rows, const bf16* x, const void* w, const bf16* residual, bf16* y,
                    const RingInput& input, cudaStream_t stream);
   // small_m_split > 0: launch_small_m_gemm with that split and variant (cuBLASLt if it refuses).
-  // programmatic_edge: a BF16 cuBLASLt kernel's node follows the kernel captured just before it by a
-  // programmatic edge (that kernel ran late).
   void launch(const Class& c, const Plan& p, int algo_index, bool skinny, int small_m_split, int small_m_variant,
-              int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream,
-              bool programmatic_edge = false);
-  // Whether the kernel before this GEMM runs late and the GEMM follows it by a programmatic edge.
-  bool late_edge(int cls, int rows, cudaStream_t stream);
-  // Captures [late writer of x -> programmatic edge -> the chosen cuBLASLt kernel] and checks that
-  // the graph instantiates and the GEMM read the finished x; the plan's late edge depends on it.
-  bool probe_late_edge(const Class& c, Plan& p, int rows, const bf16* x_scratch, cudaStream_t stream);
+              int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
 
   lt::Handle lt_;
   lt::MatmulDesc desc_;
@@ -135,7 +123,6 @@ class GemmRunner {
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
   bool prefer_own_ = false;
-  bool lt_late_edges_ = true;  // GPUSCOUT_LT_LATE_EDGES=0: off (A/B runs)
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unordered_map<std::int64_t, std::unique_ptr<Plan>> plans_;

@@ -253,20 +253,6 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// A kernel followed by a cuBLASLt GEMM behind a programmatic graph edge (GemmRunner: "late edge")
-// must not let that GEMM start before its outputs are visible, and cuBLASLt's kernels do not wait
-// (griddepcontrol.wait) for their inputs. Such a kernel runs with kLate: it never triggers, so the
-// GEMM launches only once all its blocks have exited, and each thread fences its stores before it
-// exits. What the edge saves is the wait for the grid's completion to be processed before the launch.
-template <bool kLate>
-__device__ __forceinline__ void pdl_trigger_early() {
-  if constexpr (!kLate) pdl_trigger();
-}
-template <bool kLate>
-__device__ __forceinline__ void late_fence() {
-  if constexpr (kLate) __threadfence();
-}
-
 // Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization
 // when enabled (set_programmatic_launch), a plain launch otherwise. Works under graph capture.
 template <typename... KernelArgs, typename... Args>

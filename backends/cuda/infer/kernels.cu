@@ -94,7 +94,7 @@ constexpr int kNormVectors = 4;
 constexpr int kNarrowNormThreads = 128;
 constexpr int kNarrowNormRows = 512;
 
-template <int kThreads, bool kLate>
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
   __shared__ float partial[kThreads / 32];
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
       if (v < vectors) scale[i] = weight4[v];  // weights: no earlier kernel writes them
     }
     pdl_wait();
-    pdl_trigger_early<kLate>();
+    pdl_trigger();
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kNormVectors; ++i) {
@@ -137,11 +137,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 8; ++j) f[j] = f[j] * inv * w[j];
       store8(dst + 8 * v, f);
     }
-    late_fence<kLate>();
     return;
   }
   pdl_wait();
-  pdl_trigger_early<kLate>();
+  pdl_trigger();
   float sum = 0.0f;
   if (vec) {
     for (int v = threadIdx.x; v < width / 8; v += kThreads) {
@@ -172,7 +171,6 @@ __global__ void __launch_bounds__(kThreads)
       dst[c] = __float2bfloat16_rn(__bfloat162float(row[c]) * inv * __bfloat162float(weight[c]));
     }
   }
-  late_fence<kLate>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -368,10 +366,9 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
 }
 
 // ---------------------------------------------------------------------------------------------
-template <bool kLate>
 __global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out) {
   pdl_wait();
-  pdl_trigger_early<kLate>();
+  pdl_trigger();
   const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   if (ffn % 8 == 0) {
@@ -395,7 +392,6 @@ __global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* ou
       out[i] = __float2bfloat16_rn(silu(g) * u);
     }
   }
-  late_fence<kLate>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -745,16 +741,13 @@ void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count
   gather(x, rows_index, nullptr, count, width, out, stream);
 }
 
-void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream,
-                    bool late) {
+void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {
   if (rows <= 0) return;
   if (rows >= kNarrowNormRows && width % 8 == 0 && width / 8 <= kNormVectors * kNarrowNormThreads) {
-    launch_kernel(late ? rmsnorm_kernel<kNarrowNormThreads, true> : rmsnorm_kernel<kNarrowNormThreads, false>, rows,
-                  kNarrowNormThreads, 0, stream, x, weight, width, eps, out);
+    launch_kernel(rmsnorm_kernel<kNarrowNormThreads>, rows, kNarrowNormThreads, 0, stream, x, weight, width, eps, out);
     return;
   }
-  launch_kernel(late ? rmsnorm_kernel<kRowThreads, true> : rmsnorm_kernel<kRowThreads, false>, rows, kRowThreads, 0,
-                stream, x, weight, width, eps, out);
+  launch_kernel(rmsnorm_kernel<kRowThreads>, rows, kRowThreads, 0, stream, x, weight, width, eps, out);
 }
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
@@ -779,38 +772,11 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
                 qkv_bias, access);
 }
 
-void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream, bool late) {
+void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
   const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   if (total <= 0) return;
   const std::int64_t blocks = std::min<std::int64_t>((total / 8 + 255) / 256 + 1, 132 * 16);
-  launch_kernel(late ? silu_mul_kernel<true> : silu_mul_kernel<false>, static_cast<unsigned>(blocks), 256, 0, stream,
-                gate_up, rows, ffn, out);
-}
-
-namespace {
-// Spins for delay_ns (the global timer), then copies `bytes` (a multiple of 16) and fences: a late
-// writer (kernel_util.cuh) that GemmRunner's late-edge probe puts before a cuBLASLt GEMM.
-__global__ void delayed_copy_late_kernel(const uint4* src, uint4* dst, std::size_t vectors, std::uint64_t delay_ns) {
-  pdl_wait();
-  std::uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < delay_ns);
-  for (std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; v < vectors;
-       v += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    dst[v] = src[v];
-  }
-  late_fence<true>();
-}
-}  // namespace
-
-void launch_delayed_copy_late(const void* src, void* dst, std::size_t bytes, std::uint64_t delay_ns,
-                              cudaStream_t stream) {
-  const std::size_t vectors = bytes / 16;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((vectors + 255) / 256, 264));
-  launch_kernel(delayed_copy_late_kernel, std::max(blocks, 1u), 256, 0, stream, static_cast<const uint4*>(src),
-                static_cast<uint4*>(dst), vectors, delay_ns);
+  launch_kernel(silu_mul_kernel, static_cast<unsigned>(blocks), 256, 0, stream, gate_up, rows, ffn, out);
 }
 
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,

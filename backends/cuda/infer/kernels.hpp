@@ -79,10 +79,7 @@ void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, i
                       cudaStream_t stream, const std::int32_t* previous_sampled = nullptr);
 
 // out = x / sqrt(mean(x^2) + eps) * weight, per row. out may not alias x.
-// late: the kernel lets the next one launch only at its exit, its stores fenced (kernel_util.cuh:
-// for a cuBLASLt GEMM behind a programmatic graph edge).
-void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream,
-                    bool late = false);
+void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream);
 
 // Rotates Q and K of each token in place in the fused QKV buffer by its position, then stores the
 // rotated K and the V of token t at slot_mapping[t] of the layer's cache. With `qkv_bias` (one BF16
@@ -94,11 +91,7 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
                           cudaStream_t stream, const bf16* qkv_bias = nullptr);
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
-void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream, bool late = false);
-// After delay_ns, copies `bytes` (a multiple of 16) from src to dst as a late writer (launch_rmsnorm's
-// `late`): GemmRunner's probe of the late edge.
-void launch_delayed_copy_late(const void* src, void* dst, std::size_t bytes, std::uint64_t delay_ns,
-                              cudaStream_t stream);
+void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
 
 // Decode attention (every sequence has q_len 1), one of two kernels: streaming, a fixed grid (by
 // default the SMs times the blocks resident per SM) sharing the K/V tiles of all pairs evenly
