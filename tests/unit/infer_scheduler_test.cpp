@@ -530,3 +530,43 @@ TEST(Executor, DefaultSubmitTakesPendingTokensFromThePreviousStep) {
 
 }  // namespace
 }  // namespace gpuscout::infer
+
+namespace gpuscout::infer {
+namespace {
+
+// The serve benchmark's static batch (32 x 512 in, 8 out here) under the two budgets measured in
+// session 15: 16384 tokens prefill all prompts in step 1; with 8192, step 2 also carries the first
+// group's decode tokens, so the last prompt's final 16 tokens spill into step 3 and that request
+// finishes one step after the others.
+TEST(Scheduler, StaticBatchStepsUnderTheOfflineAndOnlineBudgets) {
+  for (const int budget : {16384, 8192}) {
+    SchedulerConfig c;
+    c.block_size = 16;
+    c.num_blocks = 32 * 33;  // 520 positions: 33 blocks each, no preemption
+    c.max_step_tokens = budget;
+    c.max_running = 32;
+    c.max_sequence_tokens = 520;
+    Scheduler scheduler(c);
+    FakeExecutor executor;
+    std::vector<SequenceRequest> requests;
+    for (std::uint64_t id = 0; id < 32; ++id) requests.push_back({id, prompt_of(id, 512), 8});
+    std::vector<int> prefill_tokens;
+    const RunResult result = run_all(scheduler, executor, requests,
+                                     [&](const StepPlan& plan) { prefill_tokens.push_back(plan.prefill_tokens); });
+    ASSERT_EQ(result.tokens.size(), 32u) << "budget " << budget;
+    EXPECT_EQ(result.preemptions, 0) << "budget " << budget;
+    if (budget == 16384) {
+      EXPECT_EQ(prefill_tokens.front(), 16384);
+      EXPECT_EQ(result.steps, 1 + 7) << "one prefill step, then 7 decode steps";
+    } else {
+      ASSERT_GE(prefill_tokens.size(), 3u);
+      EXPECT_EQ(prefill_tokens[0], 8192);
+      EXPECT_EQ(prefill_tokens[1], 8192 - 16) << "step 2 holds the first 16 requests' decode tokens";
+      EXPECT_EQ(prefill_tokens[2], 16) << "the last prompt's remainder";
+      EXPECT_EQ(result.steps, 3 + 7) << "the straggler's 7 decode steps follow its step-3 prefill";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuscout::infer
