@@ -75,3 +75,36 @@ prefill_kernels_ab() {
     done
   done
 }
+
+# ab_begin NAME: for an interleaved A/B script, $log ($OUT/NAME.txt, opened with write_env's header)
+# and $runs (a temporary folder for each run's result file). ab_end NAME: the result files as
+# $OUT/NAME.tar.gz, then the log on stdout (lines cut at 300 characters).
+ab_begin() {
+  OUT=${OUT:-$PWD/out}
+  mkdir -p "$OUT"
+  log="$OUT/$1.txt"
+  runs=$(mktemp -d)
+  write_env "$log"
+}
+ab_end() {
+  tar czf "$OUT/$1.tar.gz" -C "$runs" .
+  cut -c1-300 "$log"
+}
+
+# serve_ab_run LABEL JSON ONLY [ENV=VALUE ...] -- [FLAG ...]: one `gpuscout bench --only ONLY --model
+# llama-3.1-8b` run under the environment assignments, with the flags, its result file JSON, its
+# serve/decode and serve/static report lines under "== LABEL" and its exit status after them.
+serve_ab_run() {
+  local label=$1 json=$2 only=$3
+  shift 3
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    envs+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift
+  echo "== $label"
+  env "${envs[@]}" "$bin" -v bench --only "$only" --model llama-3.1-8b "$@" --out "$json" \
+    --tags "machine:nvidia-h200,script:$(basename "$0" .sh)" 2>&1 | grep -E "^\[gpu0\] serve/(decode|static)"
+  echo "== exit ${PIPESTATUS[0]}"
+}

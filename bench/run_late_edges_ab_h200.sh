@@ -1,34 +1,25 @@
 #!/usr/bin/env bash
 # Session 15: cuBLASLt GEMMs behind programmatic graph edges from a late RMSNorm / SiLU kernel
-# (GemmRunner's late edges). Checks first (infer_gemm_test, the engine's checks against the CPU
-# reference, which capture graphs with the edges), then the serve benchmark's decode cases and static
-# batch with the edges off (GPUSCOUT_LT_LATE_EDGES=0) and on (the default), interleaved ROUNDS times
-# (each run builds its own engine): `gpuscout bench --only serve/decode,serve/static --model llama-3.1-8b`.
+# (GemmRunner's late edges; reverted after this A/B, so a later build has no such edges and the
+# switch does nothing). Checks first (infer_gemm_test, the engine's checks against the CPU reference,
+# which capture graphs with the edges), then the serve benchmark's decode cases and static batch with
+# the edges off (GPUSCOUT_LT_LATE_EDGES=0) and on, interleaved ROUNDS times (each run builds its own
+# engine): `gpuscout bench --only serve/decode,serve/static --model llama-3.1-8b`.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=3 bash bench/run_late_edges_ab_h200.sh
 # Writes $OUT/late-edges-ab.txt and $OUT/late-edges-ab.tar.gz (each run's result file).
 set -u
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
 source bench/dist_env.sh
-log="$OUT/late-edges-ab.txt"
-runs=$(mktemp -d)
-write_env "$OUT/env.txt"
+ab_begin late-edges-ab
 {
-  cat "$OUT/env.txt"
   echo "== infer_gemm_test"
   "$DIST/infer_gemm_test" 2>&1 | grep -E "FAIL|late edge|PASSED|FAILED" | cut -c1-300 | tail -12
   echo "== infer_engine_test (checks)"
   "$DIST/infer_engine_test" 2>&1 | grep -E "PASS|FAIL|late edge" | cut -c1-300 | tail -30
   for round in $(seq "${ROUNDS:-3}"); do
     for edges in 0 1; do
-      echo "== GPUSCOUT_LT_LATE_EDGES=$edges, round $round"
-      GPUSCOUT_LT_LATE_EDGES=$edges "$bin" -v bench --only serve/decode,serve/static --model llama-3.1-8b \
-        --out "$runs/edges$edges-$round.json" --tags machine:nvidia-h200,script:run_late_edges_ab_h200 2>&1 |
-        grep -E "^\[gpu0\] serve/(decode|static)"
-      echo "== exit ${PIPESTATUS[0]}"
+      serve_ab_run "GPUSCOUT_LT_LATE_EDGES=$edges, round $round" "$runs/edges$edges-$round.json" serve/decode,serve/static \
+        "GPUSCOUT_LT_LATE_EDGES=$edges" --
     done
   done
-} >"$log" 2>&1
-tar czf "$OUT/late-edges-ab.tar.gz" -C "$runs" .
-rm -f "$OUT/env.txt"
-cut -c1-300 "$log"
+} >>"$log" 2>&1
+ab_end late-edges-ab
