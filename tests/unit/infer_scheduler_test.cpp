@@ -528,14 +528,8 @@ TEST(Executor, DefaultSubmitTakesPendingTokensFromThePreviousStep) {
   EXPECT_THROW((void)piped.collect(), std::logic_error);
 }
 
-}  // namespace
-}  // namespace gpuscout::infer
-
-namespace gpuscout::infer {
-namespace {
-
-// The serve benchmark's static batch (32 x 512 in, 8 out here) under the two budgets measured in
-// session 15: 16384 tokens prefill all prompts in step 1; with 8192, step 2 also carries the first
+// The serve benchmark's static batch (32 x 512 in, 8 out here) under the two budgets compared on the
+// H200 (bench/NOTES.md): 16384 tokens prefill all prompts in step 1; with 8192, step 2 also carries the first
 // group's decode tokens, so the last prompt's final 16 tokens spill into step 3 and that request
 // finishes one step after the others.
 TEST(Scheduler, StaticBatchStepsUnderTheOfflineAndOnlineBudgets) {

@@ -172,12 +172,6 @@ TEST(ServeMetrics, NoGemmReferenceLeavesPrefillAlone) {
   EXPECT_EQ(records[2].metrics.size(), 1u);
 }
 
-}  // namespace
-}  // namespace gpuscout::bench
-
-namespace gpuscout::bench {
-namespace {
-
 TEST(ServeStepBudget, VllmDefaultsByScenarioAndGpu) {
   const ServeOptions defaults;
   constexpr std::uint64_t kGiB = 1ULL << 30;
