@@ -93,7 +93,7 @@ ab_end() {
 
 # serve_ab_run LABEL JSON ONLY [ENV=VALUE ...] -- [FLAG ...]: one `gpuscout bench --only ONLY --model
 # llama-3.1-8b` run under the environment assignments, with the flags, its result file JSON, its
-# serve/decode and serve/static report lines under "== LABEL" and its exit status after them.
+# serve/copy, decode, prefill and static report lines under "== LABEL" and its exit status after them.
 serve_ab_run() {
   local label=$1 json=$2 only=$3
   shift 3
@@ -105,6 +105,6 @@ serve_ab_run() {
   [ $# -gt 0 ] && shift
   echo "== $label"
   env "${envs[@]}" "$bin" -v bench --only "$only" --model llama-3.1-8b "$@" --out "$json" \
-    --tags "machine:nvidia-h200,script:$(basename "$0" .sh)" 2>&1 | grep -E "^\[gpu0\] serve/(decode|static)"
+    --tags "machine:nvidia-h200,script:$(basename "$0" .sh)" 2>&1 | grep -E "^\[gpu0\] serve/(copy|decode|prefill|static)"
   echo "== exit ${PIPESTATUS[0]}"
 }

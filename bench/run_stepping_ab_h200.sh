@@ -5,24 +5,12 @@
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=3 bash bench/run_stepping_ab_h200.sh
 # Writes $OUT/stepping-ab.txt and $OUT/stepping-ab.tar.gz (each run's result file).
 set -u
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
 source bench/dist_env.sh
-log="$OUT/stepping-ab.txt"
-runs=$(mktemp -d)
-write_env "$OUT/env.txt"
-{
-  cat "$OUT/env.txt"
-  for round in $(seq "${ROUNDS:-3}"); do
-    for mode in synchronous pipelined; do
-      echo "== $mode, round $round"
-      "$bin" -v bench --only serve/copy,serve/decode,serve/static --model llama-3.1-8b --stepping "$mode" \
-        --out "$runs/serve-$mode-$round.json" --tags machine:nvidia-h200,script:run_stepping_ab_h200 2>&1 |
-        grep -E "^\[gpu0\] serve/(copy|decode|static)"
-      echo "== exit ${PIPESTATUS[0]}"
-    done
+ab_begin stepping-ab
+for round in $(seq "${ROUNDS:-3}"); do
+  for mode in synchronous pipelined; do
+    serve_ab_run "$mode, round $round" "$runs/serve-$mode-$round.json" serve/copy,serve/decode,serve/static -- \
+      --stepping "$mode"
   done
-} >"$log" 2>&1
-tar czf "$OUT/stepping-ab.tar.gz" -C "$runs" .
-rm -f "$OUT/env.txt"
-cut -c1-240 "$log"
+done >>"$log" 2>&1
+ab_end stepping-ab
