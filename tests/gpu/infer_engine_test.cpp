@@ -412,6 +412,27 @@ int bad_input_checks(const gi::TransformerConfig& tiny) {
     ci::EngineOptions o;
     ci::CudaEngine::create(big, o);
   });
+  // Weights and KV cache fit, the workspaces of a 2M-token step (a 229 GB gate/up output) do not: the
+  // message names the step budget.
+  try {
+    gi::TransformerConfig one_layer = tiny;
+    one_layer.name = "one-wide-layer";
+    one_layer.layers = 1;
+    one_layer.hidden = 8192;
+    one_layer.heads = 64;
+    one_layer.kv_heads = 8;
+    one_layer.head_dim = 128;
+    one_layer.ffn_hidden = 28672;
+    ci::EngineOptions o;
+    o.max_step_tokens = 2'000'000;
+    ci::CudaEngine::create(one_layer, o);
+    fmt::print("FAIL too big a step: no error\n");
+    ++failures;
+  } catch (const std::exception& e) {
+    const bool named = std::string(e.what()).find("--max-step-tokens") != std::string::npos;
+    fmt::print("{} too big a step: {}\n", named ? "ok  " : "FAIL", e.what());
+    failures += named ? 0 : 1;
+  }
   return failures;
 }
 

@@ -1333,6 +1333,13 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
         fix += fmt::format("{} FP8 weights ({:.1f} GB per GPU at TP{}: --weights fp8)", fix.empty() ? "use" : ", or",
                            fp8_weights / kGB, e.tp);
       }
+      // Workspaces grow with the largest step: where they alone tip the balance, say so first.
+      if (static_cast<double>(weights + min_kv) <= usable) {
+        fix = fmt::format(
+            "the workspaces hold steps of up to {} tokens: use smaller steps (--max-step-tokens, a shorter "
+            "--serve-prefill){}{}",
+            e.max_step_tokens, fix.empty() ? "" : "; or ", fix);
+      }
       if (fix.empty()) fix = "no tensor-parallel degree up to 8 fits on GPUs like this one";
       throw gpuscout::Error(fmt::format(
           "{} {} needs {:.1f} GB of weights per GPU at TP{} plus {:.1f} GB of workspaces and {:.1f} GB of KV cache "
