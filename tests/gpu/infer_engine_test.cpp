@@ -400,32 +400,28 @@ int bad_input_checks(const gi::TransformerConfig& tiny) {
     o.gpus = {99};
     ci::CudaEngine::create(tiny, o);
   });
+  // The tiny model at Llama-3.1-70B's layer width.
+  auto wide = [&tiny](const char* name, int layers) {
+    gi::TransformerConfig c = tiny;
+    c.name = name;
+    c.layers = layers;
+    c.hidden = 8192;
+    c.heads = 64;
+    c.kv_heads = 8;
+    c.head_dim = 128;
+    c.ffn_hidden = 28672;
+    return c;
+  };
   expect_throw("too big a model", [&] {
-    gi::TransformerConfig big = tiny;
-    big.name = "tiny-wide";
-    big.layers = 4000;
-    big.hidden = 8192;
-    big.heads = 64;
-    big.kv_heads = 8;
-    big.head_dim = 128;
-    big.ffn_hidden = 28672;
     ci::EngineOptions o;
-    ci::CudaEngine::create(big, o);
+    ci::CudaEngine::create(wide("tiny-wide", 4000), o);
   });
   // Weights and KV cache fit, the workspaces of a 2M-token step (a 229 GB gate/up output) do not: the
   // message names the step budget.
   try {
-    gi::TransformerConfig one_layer = tiny;
-    one_layer.name = "one-wide-layer";
-    one_layer.layers = 1;
-    one_layer.hidden = 8192;
-    one_layer.heads = 64;
-    one_layer.kv_heads = 8;
-    one_layer.head_dim = 128;
-    one_layer.ffn_hidden = 28672;
     ci::EngineOptions o;
     o.max_step_tokens = 2'000'000;
-    ci::CudaEngine::create(one_layer, o);
+    ci::CudaEngine::create(wide("one-wide-layer", 1), o);
     fmt::print("FAIL too big a step: no error\n");
     ++failures;
   } catch (const std::exception& e) {
