@@ -180,56 +180,6 @@ void test_silu_mul() {
   }
 }
 
-// Row r's RMSNorm scale 1 / sqrt(mean(x_r^2) + eps), in double (the folded-norm kernels' reference).
-std::vector<double> row_norm_scales(const std::vector<u16>& x, int rows, int width, double eps) {
-  std::vector<double> scale(static_cast<std::size_t>(rows));
-  for (int r = 0; r < rows; ++r) {
-    double ss = 0;
-    for (int c = 0; c < width; ++c) ss += static_cast<double>(to_f(x[r * width + c])) * to_f(x[r * width + c]);
-    scale[r] = 1.0 / std::sqrt(ss / width + eps);
-  }
-  return scale;
-}
-
-// The SiLU * up kernel of the folded norms: both halves scaled by the row's norm scale of x first.
-// Widths: 16-byte vectors over several column chunks (4100 -> 3 chunks of 2048, the last partial),
-// and a width that takes the scalar path; x widths likewise (4096, and 100 not a multiple of 8).
-void test_silu_mul_scaled() {
-  const float eps = 1e-5f;
-  for (const auto& [ffn, width] : {std::pair{4104, 4096}, std::pair{44, 100}, std::pair{13, 4096}}) {
-    const int rows = 5;
-    const auto gu = random_bf16(static_cast<std::size_t>(rows) * 2 * ffn, 4.0f);
-    const auto x = random_bf16(static_cast<std::size_t>(rows) * width, 3.0f);
-    Dev<u16> dg(gu), dx(x), out(static_cast<std::size_t>(rows) * ffn);
-    out.upload(std::vector<u16>(out.n, kPoison));
-    launch_silu_mul_scaled(dg.as<bf16>(), rows, ffn, RowNormScale{dx.as<bf16>(), width, eps}, out.as<bf16>(), nullptr);
-    const auto scale = row_norm_scales(x, rows, width, eps);
-    std::vector<double> ref(out.n);
-    for (int r = 0; r < rows; ++r)
-      for (int i = 0; i < ffn; ++i) {
-        const double g = to_f(gu[r * 2 * ffn + i]) * scale[r], u = to_f(gu[r * 2 * ffn + ffn + i]) * scale[r];
-        ref[r * ffn + i] = g / (1 + std::exp(-g)) * u;
-      }
-    check_close("silu_mul_scaled ffn " + std::to_string(ffn) + " norm width " + std::to_string(width),
-                floats(out.download()), ref);
-  }
-}
-
-// Folding an RMSNorm's gains into the next projection's columns, then the gains set to 1.
-void test_fold_norm_gains() {
-  const int rows = 37, cols = 100;
-  const auto w = random_bf16(static_cast<std::size_t>(rows) * cols, 0.5f);
-  const auto gain = random_bf16(cols, 2.0f);
-  Dev<u16> dw(w), dgain(gain);
-  launch_fold_norm_gains(dw.as<bf16>(), rows, cols, dgain.as<bf16>(), nullptr);
-  launch_fill(dgain.as<bf16>(), cols, 1.0f, nullptr);
-  std::vector<u16> want(w.size());
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) want[r * cols + c] = to_b(to_f(w[r * cols + c]) * to_f(gain[c]));
-  report("fold_norm_gains: w[r, c] * gain[c] rounded once, gains then 1",
-         dw.download() == want && dgain.download() == std::vector<u16>(cols, to_b(1.0f)), "");
-}
-
 void test_argmax() {
   for (const int vocab : {128256, 1003}) {
     const int rows = 6, offset = 5000;
@@ -728,11 +678,10 @@ void test_prefill_attention() {
 // rows > 6: random positions up to 131000 and shuffled slots (every 7th -1); from 1024 rows the
 // kernel takes several tokens per block, and 8197 leaves a partial last block. An odd stride_pad
 // makes the rows 2-byte aligned only, the kernel's scalar path.
-void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int stride_pad = 16, int norm_width = 0) {
+void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int stride_pad = 16) {
   const AttentionShape shape{4, 2, head_dim, 16};
   const int D = shape.head_dim, stride = (shape.heads + 2 * shape.kv_heads) * D + stride_pad;
   const std::string label = std::string(with_bias ? "rope_store_kv + QKV bias" : "rope_store_kv") +
-                            (norm_width > 0 ? " + row norm scale (x width " + std::to_string(norm_width) + ")" : "") +
                             (rows == 6 ? ""
                                        : " rows " + std::to_string(rows) + " D " + std::to_string(D) +
                                              (stride_pad % 2   ? " odd stride"
@@ -761,22 +710,14 @@ void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int st
   const int qkv_width = (shape.heads + 2 * shape.kv_heads) * D;
   const auto bias = with_bias ? random_bf16(qkv_width, 4.0f) : std::vector<u16>(qkv_width, to_b(0.0f));
   Dev<u16> dbias(bias);
-  // norm_width > 0: Q, K and V first scaled by the row norm scale of x (the folded norm gains).
-  const float eps = 1e-5f;
-  const auto x = random_bf16(static_cast<std::size_t>(rows) * std::max(norm_width, 1), 3.0f);
-  const auto scale = norm_width > 0 ? row_norm_scales(x, rows, norm_width, eps) : std::vector<double>(rows, 1.0);
-  Dev<u16> dx(x);
   launch_rope_store_kv(dqkv.as<bf16>(), stride, dpos.p, dslot.p, rows, shape, theta, dk.as<bf16>(), dv.as<bf16>(),
-                       nullptr, with_bias ? dbias.as<bf16>() : nullptr,
-                       RowNormScale{norm_width > 0 ? dx.as<bf16>() : nullptr, norm_width, eps});
+                       nullptr, with_bias ? dbias.as<bf16>() : nullptr);
   const auto got = dqkv.download();
   const auto kc = dk.download();
   const auto vc = dv.download();
   std::vector<double> ref;
   std::vector<float> g;
   std::vector<u16> kref(cache_elems, kPoison), vref(cache_elems, kPoison);
-  std::vector<float> v_got;  // scaled V (norm_width > 0): compared within rounding, not bit for bit
-  std::vector<double> v_want;
   bool exact = true;
   for (int t = 0; t < rows; ++t) {
     const u16* row = qkv.data() + static_cast<std::size_t>(t) * stride;
@@ -785,8 +726,8 @@ void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int st
         // The contract's FP32 angle: FP32 inv_freq times the FP32 position, then exact sin/cos.
         const float inv_freq = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / D));
         const double ang = static_cast<float>(positions[t]) * inv_freq;
-        const double a = to_f(row[h * D + i]) * scale[t] + to_f(bias[h * D + i]);
-        const double b = to_f(row[h * D + i + D / 2]) * scale[t] + to_f(bias[h * D + i + D / 2]);
+        const double a = static_cast<double>(to_f(row[h * D + i])) + to_f(bias[h * D + i]);
+        const double b = static_cast<double>(to_f(row[h * D + i + D / 2])) + to_f(bias[h * D + i + D / 2]);
         ref.push_back(a * std::cos(ang) - b * std::sin(ang));
         ref.push_back(b * std::cos(ang) + a * std::sin(ang));
         g.push_back(to_f(got[static_cast<std::size_t>(t) * stride + h * D + i]));
@@ -803,16 +744,9 @@ void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int st
         const std::size_t c = ((static_cast<std::size_t>(block) * shape.kv_heads + h) * shape.block_size + off) * D + d;
         kref[c] = got[static_cast<std::size_t>(t) * stride + (shape.heads + h) * D + d];  // the rotated K, as stored
         const int v_col = (shape.heads + shape.kv_heads + h) * D + d;
-        if (norm_width > 0) {
-          vref[c] = vc[c];
-          v_got.push_back(to_f(vc[c]));
-          v_want.push_back(to_f(row[v_col]) * scale[t] + to_f(bias[v_col]));
-        } else {
-          vref[c] = with_bias ? to_b(to_f(row[v_col]) + to_f(bias[v_col])) : row[v_col];
-        }
+        vref[c] = with_bias ? to_b(to_f(row[v_col]) + to_f(bias[v_col])) : row[v_col];
       }
   }
-  if (norm_width > 0) check_close(label + ": V scaled into the cache", v_got, v_want);
   // Same FP32 angle on both sides; sincosf is within 2 ulp even at 1.3e5 rad, so BF16 rounding
   // of the outputs dominates (check_close's 1e-2).
   check_close(label + ": Q and K rotated (theta 5e5, pos to 131000)", g, ref);
@@ -1316,15 +1250,11 @@ int main(int argc, char** argv) {
     }
     // --decode-only: just the decode attention cases (small enough for compute-sanitizer).
     const bool decode_only = argc > 1 && std::strcmp(argv[1], "--decode-only") == 0;
-    // --elementwise-only: just the elementwise, RoPE and sampling cases (also for compute-sanitizer).
-    const bool elementwise_only = argc > 1 && std::strcmp(argv[1], "--elementwise-only") == 0;
     if (!decode_only) {
       test_init_weights();
       test_gather();
       test_rmsnorm();
       test_silu_mul();
-      test_silu_mul_scaled();
-      test_fold_norm_gains();
       test_argmax();
       test_rope_store_kv(false);
       test_rope_store_kv(true);
@@ -1332,20 +1262,12 @@ int main(int argc, char** argv) {
       test_rope_store_kv(true, 8197, 32);
       test_rope_store_kv(true, 1100, 128, 1);
       test_rope_store_kv(true, 1100, 128, 2);  // even stride, not a multiple of 8: the BF16-pair path
-      // The folded norms' row scale on every access path (16-byte, pairs, scalar), decode-sized and
-      // several tokens per block, x widths on 16-byte vectors and not.
-      test_rope_store_kv(false, 32, 128, 16, 4096);
-      test_rope_store_kv(true, 6, 128, 2, 100);
-      test_rope_store_kv(true, 1100, 64, 1, 4096);
-      test_rope_store_kv(false, 8197, 128, 16, 520);
-    }
-    if (!decode_only && !elementwise_only) {
       test_skinny_gemm();
       test_ring_gemv_inputs();
       test_ring_gemv_repeats();
     }
-    if (!elementwise_only) test_decode_attention();
-    if (!decode_only && !elementwise_only) {
+    test_decode_attention();
+    if (!decode_only) {
       test_prefill_attention();
       if (prop.major * 10 + prop.minor >= 89) {
         test_fp8_weight_codes();

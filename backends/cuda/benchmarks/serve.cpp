@@ -568,7 +568,6 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   engine_record.params["kv_blocks"] = info.kv_blocks;
   engine_record.params["kv_cache_tokens"] = std::int64_t{info.kv_blocks} * info.kv_block_size;
   engine_record.params["prefill_attention"] = info.prefill_attention;
-  engine_record.params["norm_gains_folded"] = info.norm_gains_folded;
   engine_record.extra["graph_buckets"] = info.graph_buckets;
   engine_record.extra["gemm_choices"] = info.gemm_choices;
   engine_record.extra["attention_choices"] = info.attention_choices;

@@ -511,15 +511,6 @@ void CudaEngine::Impl::allocate_and_init_weights(Rank& r) {
   }
   init(r.final_norm, WeightKind::final_norm, 0, hidden, 0, 1, 0, hidden);
   if (!cfg.tied_embeddings) init(r.lm_head, WeightKind::lm_head, 0, hidden, s.vocab_begin, s.vocab_count, 0, hidden);
-  if (info.norm_gains_folded) {
-    for (const LayerWeights& l : r.layers) {
-      launch_fold_norm_gains(static_cast<bf16*>(l.wqkv), s.qkv_dim, hidden, l.attn_norm, st);
-      launch_fold_norm_gains(static_cast<bf16*>(l.w_gate_up), 2 * static_cast<std::int64_t>(s.ffn), hidden, l.mlp_norm,
-                             st);
-      launch_fill(l.attn_norm, hidden, 1.0f, st);
-      launch_fill(l.mlp_norm, hidden, 1.0f, st);
-    }
-  }
   GPUSCOUT_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
@@ -611,23 +602,17 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st, r.sampled);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
-  // Decode-only steps of 2+ rows with the gains folded: no RMSNorm kernels; the QKV and gate/up GEMMs
-  // read the residual stream r.h, and RoPE and SiLU apply each row's norm scale (EngineOptions).
-  const bool fold = info.norm_gains_folded && d.np == 0 && d.rows >= 2 && !(skip & knock_out_norms);
-  const RowNormScale row_norm{fold ? r.h : nullptr, hidden, static_cast<float>(cfg.norm_eps)};
   for (const LayerWeights& l : r.layers) {
     // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
     // (GemmRunner::run_normed, run_silu_mul).
     if (skip & knock_out_norms) {
       r.gemm->run(r.g_qkv, d.rows, r.xn, l.wqkv, r.qkv, false, st);
-    } else if (fold) {
-      r.gemm->run(r.g_qkv, d.rows, r.h, l.wqkv, r.qkv, false, st);
     } else {
       r.gemm->run_normed(r.g_qkv, d.rows, r.h, l.attn_norm, cfg.norm_eps, r.xn, l.wqkv, r.qkv, st);
     }
     if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
-                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias, row_norm);
+                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
     }
     if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim, st,
@@ -641,16 +626,10 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
     if (skip & knock_out_norms) {
       r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
-    } else if (fold) {
-      r.gemm->run(r.g_gate_up, d.rows, r.h, l.w_gate_up, r.gu, false, st);
     } else {
       r.gemm->run_normed(r.g_gate_up, d.rows, r.h, l.mlp_norm, cfg.norm_eps, r.xn, l.w_gate_up, r.gu, st);
     }
     if (skip & knock_out_silu) {
-      r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
-    } else if (fold) {
-      launch_silu_mul_scaled(r.gu, d.rows, s.ffn, row_norm, r.act, st);
-      GPUSCOUT_CUDA_CHECK_LAUNCH();
       r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
     } else {
       r.gemm->run_silu_mul(r.g_down, d.rows, r.gu, r.act, l.w_down, r.h, first, st);
@@ -1287,7 +1266,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   }
   e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
   e.info.prefill_attention = prefill_wgmma ? "wgmma" : "mma.sync";
-  e.info.norm_gains_folded = options.fold_norm_gains && !options.fp8_weights && env_switch_on("GPUSCOUT_NORM_FOLD");
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;
   set_programmatic_launch(e.info.programmatic_launch);

@@ -72,12 +72,6 @@ struct EngineOptions {
   // Tests only: GEMMs of up to 8 rows on the engine's own kernels whatever the timing says
   // (GemmRunner::prefer_own_kernels), and no in-step resolution, so the checks run those paths.
   bool prefer_own_gemm_kernels = false;
-  // BF16 weights: each layer's two RMSNorm gains are folded into the QKV and gate/up weights at
-  // start-up (RMSNorm(x) W = diag(s) (x (diag(gain) W)), s the row's 1 / rms), and decode-only steps
-  // of 2+ rows then run those GEMMs on the unnormalized rows, with s applied by the RoPE and SiLU
-  // kernels: no RMSNorm kernel in the layer. Prefill steps and the one-row ring GEMV keep their
-  // norm (its gains are then 1). GPUSCOUT_NORM_FOLD=0 turns it off (A/B runs).
-  bool fold_norm_gains = true;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
@@ -101,8 +95,6 @@ struct EngineInfo {
   // The kernel of prefill chunks over 64 queries: "wgmma" (head size 128 on compute capability 9.0,
   // unless GPUSCOUT_PREFILL_WGMMA=0) or "mma.sync" (attention_prefill*.cu).
   std::string prefill_attention = "mma.sync";
-  // EngineOptions::fold_norm_gains in effect (BF16 weights, not turned off).
-  bool norm_gains_folded = false;
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
   // One line per decode bucket and context class, when timed: the plan kept, then each candidate's

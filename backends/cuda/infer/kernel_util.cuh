@@ -122,32 +122,6 @@ __device__ __forceinline__ float block_sum(float v, float* partial) {
   return total;
 }
 
-// 1 / sqrt(mean(row^2) + eps) of one row over a block of kThreads (the RMSNorm's scale, summed in
-// the same per-thread order as rmsnorm_kernel). Loads go through L2 (ld.global.cg): callers read
-// rows before pdl_wait that a kernel two or more launches back wrote. `partial` as block_sum's; the
-// caller syncs before reusing it.
-template <int kThreads>
-__device__ __forceinline__ float row_inv_rms(const __nv_bfloat16* row, int width, float eps, float* partial) {
-  float sum = 0.0f;
-  if (width % 8 == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0) {
-    const auto* row4 = reinterpret_cast<const uint4*>(row);
-    for (int v = threadIdx.x; v < width / 8; v += kThreads) {
-      float f[8];
-      unpack8(__ldcg(row4 + v), f);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sum += f[j] * f[j];
-    }
-  } else {
-    const auto* bits = reinterpret_cast<const unsigned short*>(row);
-    for (int c = threadIdx.x; c < width; c += kThreads) {
-      const float f = __bfloat162float(__ushort_as_bfloat16(__ldcg(bits + c)));
-      sum += f * f;
-    }
-  }
-  sum = block_sum<kThreads>(sum, partial);
-  return rsqrtf(sum / static_cast<float>(width) + eps);
-}
-
 // Shared-memory and tensor-core helpers of the attention kernels: cp.async (16 bytes per thread,
 // groups), ldmatrix of four 8x8 BF16 matrices (plain and transposed) and BF16 pair packing.
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {

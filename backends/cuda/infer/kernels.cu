@@ -179,7 +179,6 @@ constexpr int kRopeHeadsPerBlock = 8;
 // 16-byte aligned (the engine's layouts), else BF16 pairs, else single values.
 enum class RopeAccess { scalar, paired, vec8 };
 constexpr int kRopeMaxTokens = 16;  // tokens per block at prefill sizes
-constexpr int kRopeThreads = 256;
 
 // Block (up to kRopeMaxTokens tokens, group of kRopeHeadsPerBlock Q/K heads): rotates the pairs
 // (i, i + D/2) of its heads, stores its K heads into the cache slots and copies its share of the
@@ -191,14 +190,12 @@ constexpr int kRopeThreads = 256;
 // slot are step metadata, copied before the step's first kernel), overlapping the QKV GEMM's
 // tail. `access`: 16-byte vectors (8 i at once) where qkv, the caches and the bias allow them,
 // 4-byte BF16 pairs (i even, D/2 even) where only those, else single values.
-__global__ void __launch_bounds__(kRopeThreads)
-    rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
-                         int rows, int tokens_per_block, AttentionShape shape, float theta, bf16* k_cache,
-                         bf16* v_cache, const bf16* bias, RowNormScale norm, RopeAccess access) {
+__global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions,
+                                     const std::int32_t* slot_mapping, int rows, int tokens_per_block,
+                                     AttentionShape shape, float theta, bf16* k_cache, bf16* v_cache, const bf16* bias,
+                                     RopeAccess access) {
   __shared__ std::int64_t slot_block[kRopeMaxTokens];
   __shared__ int slot_offset[kRopeMaxTokens];
-  __shared__ float row_scale[kRopeMaxTokens];
-  __shared__ float norm_partial[kRopeThreads / 32];
   const int t0 = blockIdx.x * tokens_per_block;
   const int tokens = min(tokens_per_block, rows - t0);
   const int d = shape.head_dim;
@@ -219,18 +216,6 @@ __global__ void __launch_bounds__(kRopeThreads)
     const int slot = slot_mapping[t0 + t];
     slot_block[t] = slot >= 0 ? slot / shape.block_size : -1;
     slot_offset[t] = slot >= 0 ? slot % shape.block_size : 0;
-  }
-  // norm.x: the rows the QKV GEMM read unnormalized, finished before that GEMM began (so before
-  // pdl_wait); otherwise a scale of 1 leaves every value's bits as they were.
-  for (int t = 0; t < tokens; ++t) {
-    if (norm.x != nullptr) {
-      const float inv = row_inv_rms<kRopeThreads>(norm.x + static_cast<std::int64_t>(t0 + t) * norm.width, norm.width,
-                                                  norm.eps, norm_partial);
-      if (threadIdx.x == 0) row_scale[t] = inv;
-      __syncthreads();  // norm_partial is reused by the next row
-    } else if (threadIdx.x == 0) {
-      row_scale[t] = 1.0f;
-    }
   }
   if (tokens_per_block == 1) {
     // Decode: no shared inv_freq and no barrier in between (the chain before pdl_wait).
@@ -267,9 +252,6 @@ __global__ void __launch_bounds__(kRopeThreads)
       float a[8], b[8];
       load8(h + i, a);
       load8(h + i + half, b);
-      const float scale = row_scale[t];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) a[j] *= scale, b[j] *= scale;
       if (bias != nullptr) {
         float ba[8], bb[8];
         load8(bias + head * d + i, ba);
@@ -304,8 +286,6 @@ __global__ void __launch_bounds__(kRopeThreads)
       bf16* h = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + head * d;
       float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(h + i));
       float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(h + i + half));
-      const float scale = row_scale[t];
-      a.x *= scale, a.y *= scale, b.x *= scale, b.y *= scale;
       if (bias != nullptr) {
         const float2 ba = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + head * d + i));
         const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + head * d + i + half));
@@ -329,8 +309,8 @@ __global__ void __launch_bounds__(kRopeThreads)
       const int head = head0 + rem / half;
       const int i = rem % half;
       bf16* h = qkv + static_cast<std::int64_t>(t0 + t) * qkv_stride + head * d;
-      float a = __bfloat162float(h[i]) * row_scale[t];
-      float b = __bfloat162float(h[i + half]) * row_scale[t];
+      float a = __bfloat162float(h[i]);
+      float b = __bfloat162float(h[i + half]);
       if (bias != nullptr) {
         a += __bfloat162float(bias[head * d + i]);
         b += __bfloat162float(bias[head * d + i + half]);
@@ -358,14 +338,14 @@ __global__ void __launch_bounds__(kRopeThreads)
       bf16* dst = v_cache + (slot_block[t] * shape.kv_heads * shape.block_size + slot_offset[t]) * d;
       const int kvh = e / d, j = e - kvh * d;
       bf16* out = dst + static_cast<std::int64_t>(kvh) * shape.block_size * d + j;
-      if (bias == nullptr && norm.x == nullptr) {
+      if (bias == nullptr) {
         *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(v + e);
       } else {
-        float f[8], bv[8] = {};
+        float f[8], bv[8];
         load8(v + e, f);
-        if (bias != nullptr) load8(bias + rotated_heads * d + e, bv);
+        load8(bias + rotated_heads * d + e, bv);
 #pragma unroll
-        for (int q = 0; q < 8; ++q) f[q] = f[q] * row_scale[t] + bv[q];
+        for (int q = 0; q < 8; ++q) f[q] += bv[q];
         store8(out, f);
       }
     }
@@ -379,10 +359,8 @@ __global__ void __launch_bounds__(kRopeThreads)
       const int kvh = e / d;
       const int j = e - kvh * d;
       dst[static_cast<std::int64_t>(kvh) * shape.block_size * d + j] =
-          bias == nullptr && norm.x == nullptr
-              ? v[e]
-              : __float2bfloat16_rn(__bfloat162float(v[e]) * row_scale[t] +
-                                    (bias == nullptr ? 0.0f : __bfloat162float(bias[rotated_heads * d + e])));
+          bias == nullptr ? v[e]
+                          : __float2bfloat16_rn(__bfloat162float(v[e]) + __bfloat162float(bias[rotated_heads * d + e]));
     }
   }
 }
@@ -413,60 +391,6 @@ __global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* ou
       const float u = __bfloat162float(gate_up[r * 2 * ffn + ffn + c]);
       out[i] = __float2bfloat16_rn(silu(g) * u);
     }
-  }
-}
-
-// With the MLP norm's gains folded into the gate/up weights: out[r, i] = silu(s_r gate) * (s_r up), s_r
-// the RMSNorm scale of row r of norm.x (the rows the gate/up GEMM read unnormalized). Block (chunk of
-// kSiluChunk columns, row): each block computes its row's scale before pdl_wait (those rows were
-// finished before the gate/up GEMM began), so decode batches pay no extra step for it.
-constexpr int kSiluThreads = 256;
-constexpr int kSiluChunk = kSiluThreads * 8;
-
-__global__ void __launch_bounds__(kSiluThreads)
-    silu_mul_scaled_kernel(const bf16* gate_up, int ffn, RowNormScale norm, bf16* out) {
-  __shared__ float partial[kSiluThreads / 32];
-  const int r = blockIdx.y;
-  const float scale =
-      row_inv_rms<kSiluThreads>(norm.x + static_cast<std::int64_t>(r) * norm.width, norm.width, norm.eps, partial);
-  pdl_wait();
-  pdl_trigger();
-  const bf16* gate = gate_up + static_cast<std::int64_t>(r) * 2 * ffn;
-  const bf16* up = gate + ffn;
-  bf16* dst = out + static_cast<std::int64_t>(r) * ffn;
-  const int c0 = static_cast<int>(blockIdx.x) * kSiluChunk;
-  if (ffn % 8 == 0) {
-    const int c = c0 + 8 * static_cast<int>(threadIdx.x);
-    if (c >= ffn) return;
-    float g[8], u[8];
-    load8(gate + c, g);
-    load8(up + c, u);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) g[j] = silu(g[j] * scale) * (u[j] * scale);
-    store8(dst + c, g);
-    return;
-  }
-  const int c1 = min(c0 + kSiluChunk, ffn);
-  for (int c = c0 + static_cast<int>(threadIdx.x); c < c1; c += kSiluThreads) {
-    dst[c] = __float2bfloat16_rn(silu(__bfloat162float(gate[c]) * scale) * (__bfloat162float(up[c]) * scale));
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// w[r, c] = bf16(w[r, c] * gain[c]): an RMSNorm's gains folded into the projection that follows it.
-__global__ void fold_gains_kernel(bf16* w, std::int64_t rows, int cols, const bf16* gain) {
-  const std::int64_t total = rows * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(i % cols);
-    w[i] = __float2bfloat16_rn(__fmul_rn(__bfloat162float(w[i]), __bfloat162float(gain[c])));
-  }
-}
-
-__global__ void fill_kernel(bf16* dst, std::int64_t count, float value) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = __float2bfloat16_rn(value);
   }
 }
 
@@ -828,7 +752,7 @@ void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, floa
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream, const bf16* qkv_bias, const RowNormScale& norm) {
+                          cudaStream_t stream, const bf16* qkv_bias) {
   if (rows <= 0) return;
   const int groups = (shape.heads + shape.kv_heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
   // One token per block up to 1023 rows (decode, small chunks), then rows / 512 up to 16.
@@ -843,9 +767,9 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
                     aligned(v_cache, 16) && (qkv_bias == nullptr || aligned(qkv_bias, 16));
   const RopeAccess access = vec8 ? RopeAccess::vec8 : paired ? RopeAccess::paired : RopeAccess::scalar;
   const std::size_t smem = (2 * static_cast<std::size_t>(tokens_per_block) + 1) * (shape.head_dim / 2) * sizeof(float);
-  launch_kernel(rope_store_kv_kernel, dim3((rows + tokens_per_block - 1) / tokens_per_block, groups), kRopeThreads,
-                smem, stream, qkv, qkv_stride, positions, slot_mapping, rows, tokens_per_block, shape, rope_theta,
-                k_cache, v_cache, qkv_bias, norm, access);
+  launch_kernel(rope_store_kv_kernel, dim3((rows + tokens_per_block - 1) / tokens_per_block, groups), 256, smem, stream,
+                qkv, qkv_stride, positions, slot_mapping, rows, tokens_per_block, shape, rope_theta, k_cache, v_cache,
+                qkv_bias, access);
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
@@ -853,28 +777,6 @@ void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStre
   if (total <= 0) return;
   const std::int64_t blocks = std::min<std::int64_t>((total / 8 + 255) / 256 + 1, 132 * 16);
   launch_kernel(silu_mul_kernel, static_cast<unsigned>(blocks), 256, 0, stream, gate_up, rows, ffn, out);
-}
-
-void launch_silu_mul_scaled(const bf16* gate_up, int rows, int ffn, const RowNormScale& norm, bf16* out,
-                            cudaStream_t stream) {
-  if (rows <= 0 || ffn <= 0) return;
-  launch_kernel(silu_mul_scaled_kernel, dim3((ffn + kSiluChunk - 1) / kSiluChunk, rows), kSiluThreads, 0, stream,
-                gate_up, ffn, norm, out);
-}
-
-void launch_fold_norm_gains(bf16* w, std::int64_t rows, int cols, const bf16* gain, cudaStream_t stream) {
-  const std::int64_t total = rows * cols;
-  if (total <= 0) return;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, 132 * 16));
-  fold_gains_kernel<<<blocks, 256, 0, stream>>>(w, rows, cols, gain);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
-}
-
-void launch_fill(bf16* dst, std::int64_t count, float value, cudaStream_t stream) {
-  if (count <= 0) return;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((count + 255) / 256, 132 * 16));
-  fill_kernel<<<blocks, 256, 0, stream>>>(dst, count, value);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,

@@ -78,15 +78,6 @@ void launch_init_weights(bf16* dst, std::uint64_t seed, gpuscout::infer::WeightK
 void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, int hidden, bf16* out,
                       cudaStream_t stream, const std::int32_t* previous_sampled = nullptr);
 
-// The RMSNorm scale 1 / sqrt(mean(x_r^2) + eps) of each row r of x (width wide), for kernels whose
-// input a GEMM computed from the unnormalized rows after the norm's gains were folded into its
-// weights (launch_fold_norm_gains): RMSNorm(x) W = diag(s) (x (diag(gain) W)). x = nullptr: no norm.
-struct RowNormScale {
-  const bf16* x = nullptr;
-  int width = 0;
-  float eps = 0.0f;
-};
-
 // out = x / sqrt(mean(x^2) + eps) * weight, per row. out may not alias x.
 void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream);
 
@@ -94,22 +85,13 @@ void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, floa
 // rotated K and the V of token t at slot_mapping[t] of the layer's cache. With `qkv_bias` (one BF16
 // value per QKV column of this rank, Qwen2.5) the bias is added first: to Q and K in FP32 before
 // the rotation rounds them, to V on its way into the cache (the buffer's V columns stay unbiased;
-// attention reads V from the cache only). With `norm`, Q, K and V of token t are first multiplied by
-// its row's RMSNorm scale (before the bias): the QKV GEMM ran on unnormalized rows.
+// attention reads V from the cache only).
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream, const bf16* qkv_bias = nullptr, const RowNormScale& norm = {});
+                          cudaStream_t stream, const bf16* qkv_bias = nullptr);
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
-// The same with both halves first multiplied by row r's RMSNorm scale of norm.x (norm.x required).
-void launch_silu_mul_scaled(const bf16* gate_up, int rows, int ffn, const RowNormScale& norm, bf16* out,
-                            cudaStream_t stream);
-
-// w[r, c] = bf16(w[r, c] * gain[c]) for a [rows, cols] projection whose input is RMSNorm'ed with
-// `gain`; the engine then sets the gains to 1 (launch_fill), so every path computes the same model.
-void launch_fold_norm_gains(bf16* w, std::int64_t rows, int cols, const bf16* gain, cudaStream_t stream);
-void launch_fill(bf16* dst, std::int64_t count, float value, cudaStream_t stream);
 
 // Decode attention (every sequence has q_len 1), one of two kernels: streaming, a fixed grid (by
 // default the SMs times the blocks resident per SM) sharing the K/V tiles of all pairs evenly
