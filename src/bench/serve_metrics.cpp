@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -39,12 +40,18 @@ std::int64_t kv_blocks_for(std::int64_t tokens, int block_size) {
   return (tokens + block_size - 1) / block_size;
 }
 
-double prefill_flops(const infer::TransformerConfig& m, std::int64_t tokens) {
+double prefill_flops(const infer::TransformerConfig& m, std::int64_t tokens, bool last_layer_pruned) {
   const double t = static_cast<double>(tokens);
-  const double matmuls = 2.0 * static_cast<double>(layer_params(m)) * t;
-  const double attention = static_cast<double>(m.layers) * 4.0 * m.heads * m.head_dim * t * (t + 1) / 2.0;
+  const double per_layer = static_cast<double>(layer_params(m)) / m.layers;
+  const double causal = 4.0 * m.heads * m.head_dim * t * (t + 1) / 2.0;
   const double lm_head = 2.0 * static_cast<double>(m.vocab) * m.hidden;
-  return matmuls + attention + lm_head;
+  if (!last_layer_pruned || m.layers == 0) return m.layers * (2.0 * per_layer * t + causal) + lm_head;
+  // The last layer: attention norm and QKV for every token, the rest for the last one.
+  const double every_token = static_cast<double>(m.hidden) * m.qkv_dim() + m.hidden;
+  const double last = std::min(t, 1.0);
+  const double last_layer =
+      2.0 * every_token * t + 2.0 * (per_layer - every_token) * last + 4.0 * m.heads * m.head_dim * t * last;
+  return (m.layers - 1) * (2.0 * per_layer * t + causal) + last_layer + lm_head;
 }
 
 namespace {

@@ -538,10 +538,11 @@ int bench(const std::string& model, const BenchFlags& flags) {
   const auto& info = engine->info();
   fmt::print(
       "{} TP{}: start-up {:.2f} s | {} weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
-      "workspace {:.2f} GB | graphs {} | programmatic launch {} | prefill attention {}\n",
+      "workspace {:.2f} GB | graphs {} | programmatic launch {} | prefill attention {} | last layer {}\n",
       cfg.name, tp, startup, info.weight_format, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9,
       info.kv_blocks, info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
-      info.programmatic_launch ? "on" : "off", info.prefill_attention);
+      info.programmatic_launch ? "on" : "off", info.prefill_attention,
+      info.last_layer_pruned ? "pruned to the sampling rows" : "every row");
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
   for (const auto& line : info.attention_choices) fmt::print("  attention {}\n", line);
 

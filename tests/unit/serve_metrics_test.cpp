@@ -54,6 +54,21 @@ TEST(ServeMetrics, PrefillFlopsByHand) {
   EXPECT_GT(prefill_flops(m, 16384) - 2 * prefill_flops(m, 8192), 0);
 }
 
+TEST(ServeMetrics, PrefillFlopsWithThePrunedLastLayerByHand) {
+  // tiny, 10 tokens: layer 1 as above, 2 x 147 712 x 10 + 4 x 4 x 32 x 55 = 2 982 400; the last
+  // layer's attention norm and QKV for all 10 tokens 2 x (128 x 256 + 128) x 10 = 657 920, its
+  // other 114 816 params for the last token 2 x 114 816 = 229 632, that token's attention over 10
+  // keys 4 x 4 x 32 x 10 = 5 120; LM head 131 072.
+  const TransformerConfig tiny = TransformerConfig::tiny();
+  EXPECT_DOUBLE_EQ(prefill_flops(tiny, 10, true), 4006144.0);
+  EXPECT_DOUBLE_EQ(prefill_flops(tiny, 0, true), 131072.0);  // no token: the LM head alone, as unpruned
+  // Llama-3.1-8B at 8192 tokens saves the last layer's other params for 8191 tokens and its causal
+  // attention but one query: 2 x (218 112 000 - 25 169 920) x 8191 + 4 x 32 x 128 x (8192 x 8193 / 2
+  // - 8192) = 3 160 777 154 560 + 549 688 705 024 FLOPs, 2.8% of the 131.9 TFLOP above.
+  const TransformerConfig m = llama("Llama-3.1-8B");
+  EXPECT_DOUBLE_EQ(prefill_flops(m, 8192) - prefill_flops(m, 8192, true), 3160777154560.0 + 549688705024.0);
+}
+
 TEST(ServeMetrics, DecodeStepBytesByHand) {
   // tiny, batch 2 at context 9 over TP 2: weights 426624 params - the 65536-entry embedding table =
   // 361088 x 2 B = 722176 B; K/V 2 layers x 2 x 64 x 2 B = 512 B per token x 2 sequences x 10

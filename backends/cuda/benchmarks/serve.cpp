@@ -330,12 +330,19 @@ void decode_case(Run& run, ci::CudaEngine& engine, int batch) {
 void prefill_case(Run& run, ci::CudaEngine& engine, int tokens) {
   const std::string key = fmt::format("serve/prefill/{}/t{}", run.tag, tokens);
   if (!wanted(run.env.options, key)) return;
-  const double flops = bench::prefill_flops(run.o.model, tokens);
-  Record r = run.make(key, {{"prompt_tokens", tokens},
-                            {"flops", flops},
-                            {"flops_formula",
-                             "2 x layer params x tokens + causal attention 4 x heads x head_dim x "
-                             "T(T+1)/2 per layer + LM head of the last token"}});
+  // The FLOPs the engine executes: with the last layer pruned, its attention, o and MLP run for the
+  // last token only (EngineOptions::prune_last_layer).
+  const bool pruned = engine.info().last_layer_pruned;
+  const double flops = bench::prefill_flops(run.o.model, tokens, pruned);
+  Record r = run.make(
+      key,
+      {{"prompt_tokens", tokens},
+       {"flops", flops},
+       {"flops_formula", pruned ? "2 x layer params x tokens + causal attention 4 x heads x head_dim x T(T+1)/2 per "
+                                  "layer but the last, where attention, o and the MLP run for the last token "
+                                  "only (last_layer_pruned) + LM head of the last token"
+                                : "2 x layer params x tokens + causal attention 4 x heads x head_dim x "
+                                  "T(T+1)/2 per layer + LM head of the last token"}});
   r.extra["engine"] = run.engine_summary;
   const int bs = engine.kv_block_size();
   const int blocks = static_cast<int>(bench::kv_blocks_for(tokens + 1, bs));
@@ -561,13 +568,15 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
                         {"kv_blocks", info.kv_blocks},
                         {"kv_block_size", info.kv_block_size},
                         {"graph_buckets", info.graph_buckets},
-                        {"programmatic_launch", info.programmatic_launch}};
+                        {"programmatic_launch", info.programmatic_launch},
+                        {"last_layer_pruned", info.last_layer_pruned}};
   engine_record.params["weight_bytes_per_gpu"] = info.weight_bytes_per_gpu;
   engine_record.params["kv_cache_bytes_per_gpu"] = info.kv_cache_bytes_per_gpu;
   engine_record.params["workspace_bytes_per_gpu"] = info.workspace_bytes_per_gpu;
   engine_record.params["kv_blocks"] = info.kv_blocks;
   engine_record.params["kv_cache_tokens"] = std::int64_t{info.kv_blocks} * info.kv_block_size;
   engine_record.params["prefill_attention"] = info.prefill_attention;
+  engine_record.params["last_layer_pruned"] = info.last_layer_pruned;
   engine_record.extra["graph_buckets"] = info.graph_buckets;
   engine_record.extra["gemm_choices"] = info.gemm_choices;
   engine_record.extra["attention_choices"] = info.attention_choices;

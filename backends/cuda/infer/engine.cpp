@@ -151,9 +151,11 @@ struct MetaLayout {
   std::size_t tokens = 0, positions = 0, slots = 0;
   std::size_t dec_q_start = 0, dec_q_len = 0, dec_ctx = 0, pre_q_start = 0, pre_q_len = 0, pre_ctx = 0;
   std::size_t sample_rows = 0, dec_tables = 0, pre_tables = 0;
+  // The last layer's attention for the sampling rows only (StepDims::nl): one query each.
+  std::size_t last_q_start = 0, last_q_len = 0, last_ctx = 0, last_tables = 0;
   std::size_t words = 0;
 
-  static MetaLayout make(int rows, int nd, int np, int ns, int mbps_d, int mbps_p) {
+  static MetaLayout make(int rows, int nd, int np, int ns, int mbps_d, int mbps_p, int nl = 0, int mbps_l = 1) {
     MetaLayout m;
     std::size_t at = 0;
     auto take = [&at](std::size_t n) {
@@ -173,6 +175,10 @@ struct MetaLayout {
     m.sample_rows = take(ns);
     m.dec_tables = take(static_cast<std::size_t>(nd) * mbps_d);
     m.pre_tables = take(static_cast<std::size_t>(np) * mbps_p);
+    m.last_q_start = take(nl);
+    m.last_q_len = take(nl);
+    m.last_ctx = take(nl);
+    m.last_tables = take(static_cast<std::size_t>(nl) * mbps_l);
     m.words = at;
     return m;
   }
@@ -187,6 +193,9 @@ struct StepDims {
   int ns = 0;    // sampling rows
   int mbps_d = 1, mbps_p = 1;
   int dec_max_ctx = 0, pre_max_ctx = 0, pre_max_q = 0;
+  // Steps with prefill chunks (EngineOptions::prune_last_layer): the last layer runs attention,
+  // o and the MLP for the ns sampling rows only (nl = ns), over contexts up to last_max_ctx.
+  int nl = 0, mbps_l = 1, last_max_ctx = 0;
   DecodeAttentionPlan attention;  // a decode bucket's timed plan; automatic elsewhere
 };
 
@@ -293,6 +302,7 @@ struct Rank {
   // Activations (rows_cap rows unless said) and step buffers.
   bf16 *h = nullptr, *xn = nullptr, *qkv = nullptr, *attn = nullptr, *gu = nullptr, *act = nullptr;
   bf16 *gathered = nullptr, *gathered_norm = nullptr, *logits = nullptr;  // max_running rows
+  bf16* qkv_sampled = nullptr;  // max_running rows of qkv: the pruned last layer's queries
   std::int32_t *cand_index = nullptr, *all_index = nullptr, *sampled = nullptr;
   float *cand_value = nullptr, *all_value = nullptr;
   void *attn_workspace = nullptr, *lt_workspace = nullptr;
@@ -533,6 +543,7 @@ void CudaEngine::Impl::allocate_workspace(Rank& r, bool count_only) {
     r.gu = c.take<bf16>(rows * widest_in);
     r.act = c.take<bf16>(rows * s.ffn);
     r.gathered = c.take<bf16>(sr * hidden);
+    r.qkv_sampled = c.take<bf16>(sr * s.qkv_dim);
     r.gathered_norm = c.take<bf16>(sr * hidden);
     r.logits = c.take<bf16>(sr * widest_out);
     r.cand_index = c.take<std::int32_t>(sr);
@@ -598,11 +609,14 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
       batch(L.dec_q_start, L.dec_q_len, L.dec_ctx, L.dec_tables, d.mbps_d, d.nd, d.dec_max_ctx, 1);
   const AttentionBatch pre =
       batch(L.pre_q_start, L.pre_q_len, L.pre_ctx, L.pre_tables, d.mbps_p, d.np, d.pre_max_ctx, d.pre_max_q);
+  const AttentionBatch last =
+      batch(L.last_q_start, L.last_q_len, L.last_ctx, L.last_tables, d.mbps_l, d.nl, d.last_max_ctx, 1);
 
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st, r.sampled);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
   for (const LayerWeights& l : r.layers) {
+    const bool pruned = d.nl > 0 && &l == &r.layers.back();
     // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
     // (GemmRunner::run_normed, run_silu_mul).
     if (skip & knock_out_norms) {
@@ -613,6 +627,25 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
                            static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
+    }
+    if (pruned) {
+      // The last layer's K/V are stored; only the sampling rows go on (their hidden states feed the
+      // LM head): their queries and residual rows gathered, one-query attention over their whole
+      // contexts, then o and the MLP on ns rows in r.gathered.
+      launch_gather_rows(r.qkv, m + L.sample_rows, d.ns, s.qkv_dim, r.qkv_sampled, st);
+      GPUSCOUT_CUDA_CHECK_LAUNCH();
+      launch_gather_rows(r.h, m + L.sample_rows, d.ns, hidden, r.gathered, st);
+      GPUSCOUT_CUDA_CHECK_LAUNCH();
+      if (!(skip & knock_out_attention)) {
+        launch_decode_attention(r.qkv_sampled, s.qkv_dim, l.k_cache, l.v_cache, last, shape, r.attn_workspace, r.attn,
+                                s.q_dim, st, DecodeAttentionPlan{});
+      }
+      r.gemm->run(r.g_o, d.ns, r.attn, l.wo, r.gathered, first, st);
+      all_reduce(r, r.gathered, static_cast<std::size_t>(d.ns) * hidden, st);
+      r.gemm->run_normed(r.g_gate_up, d.ns, r.gathered, l.mlp_norm, cfg.norm_eps, r.xn, l.w_gate_up, r.gu, st);
+      r.gemm->run_silu_mul(r.g_down, d.ns, r.gu, r.act, l.w_down, r.gathered, first, st);
+      all_reduce(r, r.gathered, static_cast<std::size_t>(d.ns) * hidden, st);
+      break;
     }
     if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim, st,
@@ -636,9 +669,12 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     }
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
   }
-  // Only the sampling rows go through the final norm and the LM head.
-  launch_gather_rows(r.h, m + L.sample_rows, d.ns, hidden, r.gathered, st);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  // Only the sampling rows go through the final norm and the LM head (a pruned last layer left
+  // them in r.gathered).
+  if (d.nl == 0) {
+    launch_gather_rows(r.h, m + L.sample_rows, d.ns, hidden, r.gathered, st);
+    GPUSCOUT_CUDA_CHECK_LAUNCH();
+  }
   launch_rmsnorm(r.gathered, r.final_norm, d.ns, hidden, cfg.norm_eps, r.gathered_norm, st);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   r.gemm->run(r.g_lm, d.ns, r.gathered_norm, r.lm_head, r.logits, false, st);
@@ -709,7 +745,11 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
       d.mbps_p = std::max(d.mbps_p, need);
     }
     rows += n;
-    ns += c.samples ? 1 : 0;
+    if (c.samples) {
+      ++ns;
+      d.mbps_l = std::max(d.mbps_l, need);
+      d.last_max_ctx = std::max<int>(d.last_max_ctx, static_cast<int>(end));
+    }
   }
   if (rows > rows_cap || ns > max_running || nd > max_running || np > max_running) {
     throw std::invalid_argument(
@@ -736,7 +776,9 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
   d.nd = nd;
   d.np = np;
   d.ns = ns;
-  d.meta = MetaLayout::make(rows, nd, np, ns, d.mbps_d, d.mbps_p);
+  // Only steps with prefill chunks have rows the last layer need not finish (decode rows all sample).
+  d.nl = info.last_layer_pruned && np > 0 && bucket == 0 ? ns : 0;
+  d.meta = MetaLayout::make(rows, nd, np, ns, d.mbps_d, d.mbps_p, d.nl, d.mbps_l);
   std::int32_t* m = staging;
   std::memset(m, 0, d.meta.words * sizeof(std::int32_t));
   int row = 0, di = 0, pi = 0, si = 0;
@@ -774,7 +816,15 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
       std::copy_n(c.block_table.begin(), need, m + d.meta.pre_tables + static_cast<std::size_t>(pi) * d.mbps_p);
       ++pi;
     }
-    if (c.samples) m[d.meta.sample_rows + si++] = row + n - 1;
+    if (c.samples) {
+      if (d.nl > 0) {
+        m[d.meta.last_q_start + si] = si;  // row si of qkv_sampled
+        m[d.meta.last_q_len + si] = 1;
+        m[d.meta.last_ctx + si] = c.start_position + n;
+        std::copy_n(c.block_table.begin(), need, m + d.meta.last_tables + static_cast<std::size_t>(si) * d.mbps_l);
+      }
+      m[d.meta.sample_rows + si++] = row + n - 1;
+    }
     row += n;
   }
   // Padding rows: token 0 at position 0, stored nowhere (slot -1), attention skipped (context 0).
@@ -1266,6 +1316,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   }
   e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
   e.info.prefill_attention = prefill_wgmma ? "wgmma" : "mma.sync";
+  e.info.last_layer_pruned = options.prune_last_layer && env_switch_on("GPUSCOUT_PRUNE_LAST_LAYER");
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;
   set_programmatic_launch(e.info.programmatic_launch);
@@ -1281,9 +1332,10 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   for (int c = 128; c < e.max_context; c *= 4) e.ctx_classes.push_back(c);
   e.ctx_classes.push_back(e.max_context);
   e.rows_cap = std::max(e.max_step_tokens, e.max_running);
-  e.meta_words_cap =
-      std::max(MetaLayout::make(e.rows_cap, e.max_running, e.max_running, e.max_running, e.mbps, e.mbps).words,
-               MetaLayout::make(e.max_running, e.max_running, 0, e.max_running, e.mbps, 1).words);
+  e.meta_words_cap = std::max(
+      MetaLayout::make(e.rows_cap, e.max_running, e.max_running, e.max_running, e.mbps, e.mbps, e.max_running, e.mbps)
+          .words,
+      MetaLayout::make(e.max_running, e.max_running, 0, e.max_running, e.mbps, 1).words);
   GPUSCOUT_CUDA_CHECK(
       cudaHostAlloc(&e.staging_mem, 2 * e.meta_words_cap * sizeof(std::int32_t), cudaHostAllocPortable));
   GPUSCOUT_CUDA_CHECK(cudaHostAlloc(&e.tokens_mem, 2 * static_cast<std::size_t>(e.max_running) * sizeof(std::int32_t),

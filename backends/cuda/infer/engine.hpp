@@ -72,6 +72,12 @@ struct EngineOptions {
   // Tests only: GEMMs of up to 8 rows on the engine's own kernels whatever the timing says
   // (GemmRunner::prefer_own_kernels), and no in-step resolution, so the checks run those paths.
   bool prefer_own_gemm_kernels = false;
+  // Steps with prefill chunks: the last layer finishes only the rows that sample (each completed
+  // prompt's last token, every decode row). Its K/V must be stored for every row, but attention,
+  // o and the MLP of the others feed nothing (the next step reads only the KV cache), so they run on
+  // the gathered sampling rows, with one-query attention over each one's context. Exact: the same
+  // tokens and logits. GPUSCOUT_PRUNE_LAST_LAYER=0 turns it off (A/B runs).
+  bool prune_last_layer = true;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
@@ -95,6 +101,8 @@ struct EngineInfo {
   // The kernel of prefill chunks over 64 queries: "wgmma" (head size 128 on compute capability 9.0,
   // unless GPUSCOUT_PREFILL_WGMMA=0) or "mma.sync" (attention_prefill*.cu).
   std::string prefill_attention = "mma.sync";
+  // EngineOptions::prune_last_layer in effect (asked for, not turned off by the environment).
+  bool last_layer_pruned = false;
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
   // One line per decode bucket and context class, when timed: the plan kept, then each candidate's

@@ -17,7 +17,11 @@ std::int64_t layer_params(const infer::TransformerConfig& model);
 // FLOPs of one prefill of `tokens` prompt tokens on the whole model (all TP ranks together):
 // 2 x layer params x tokens, plus causal attention (QK^T and PV over the lower triangle:
 // 4 x heads x head_dim x tokens (tokens + 1) / 2 per layer), plus the LM head of the last token.
-double prefill_flops(const infer::TransformerConfig& model, std::int64_t tokens);
+// last_layer_pruned: the FLOPs an engine that finishes the last layer for the last token only
+// executes (CudaEngine's prune_last_layer): there every token's attention norm and QKV
+// projection (its K/V are stored), but attention (one query over all tokens), o, the MLP norm and
+// the MLP for the last token alone.
+double prefill_flops(const infer::TransformerConfig& model, std::int64_t tokens, bool last_layer_pruned = false);
 
 // Bytes one decode-only step of `batch` sequences at `context` tokens must read, over all GPUs:
 // every weight but the embedding table (a step gathers `batch` rows of it; tied embeddings are read
