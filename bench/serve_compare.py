@@ -6,7 +6,8 @@
 serve.json: `gpuscout bench --only serve,...` (decode, prefill, static batch records; the BF16
 GEMM record of the same run gives throughput_pct_of_gemm). torch_serve.jsonl: the JSON lines of
 bench/serve_baseline_torch.py. Further files: --find-peak runs (their serve/load/.../peak records).
-Prints a Markdown table; figures missing from the inputs show as n/a.
+Prints a Markdown table, then the clocks and power each gpuscout figure was measured at; figures
+missing from the inputs show as n/a.
 """
 import json
 import sys
@@ -86,6 +87,18 @@ def main():
         for r in (r for r in peaks if r["key"].endswith("/peak")):
             print(f"| {r['key']}: peak rate (requests/s) | {fmt(metric(r, 'peak_rate'), 2)} | | | "
                   f"valid peak ({r.get('outcome')}) |")
+    # H200s of one kind hold different clocks at the power cap; the record's NVML samples say which
+    # kind of card a figure came from, so a slow card is not read as a regression.
+    measured = [r for r in ours if r.get("telemetry") and r["outcome"] == "passed" and
+                r["key"].split("/")[1] in ("decode", "prefill", "static")]
+    if measured:
+        print("\nThe card while gpuscout measured (NVML samples of each record):\n")
+        print("| case | SM clock, mean (min) MHz | power, mean W | limits reported |")
+        print("|---|---|---|---|")
+        for r in measured:
+            t = r["telemetry"]
+            print(f"| {r['key']} | {fmt(t.get('sm_clock_mean_mhz'), 0)} ({fmt(t.get('sm_clock_min_mhz'), 0)}) | "
+                  f"{fmt(t.get('power_mean_w'), 0)} | {', '.join(t.get('throttle_reasons') or []) or 'none'} |")
 
 
 if __name__ == "__main__":
