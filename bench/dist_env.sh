@@ -108,3 +108,14 @@ serve_ab_run() {
     --tags "machine:nvidia-h200,script:$(basename "$0" .sh)" 2>&1 | grep -E "^\[gpu0\] serve/(copy|decode|prefill|static)"
   echo "== exit ${PIPESTATUS[0]}"
 }
+
+# serve_ab_switch VAR ONLY PREFIX: ROUNDS (default 3) interleaved rounds of serve_ab_run with the
+# environment switch VAR=0, then VAR=1, over `--only ONLY`; result files $runs/PREFIX<0|1>-<round>.json.
+serve_ab_switch() {
+  local var=$1 only=$2 prefix=$3 round value
+  for round in $(seq "${ROUNDS:-3}"); do
+    for value in 0 1; do
+      serve_ab_run "$var=$value, round $round" "$runs/$prefix$value-$round.json" "$only" "$var=$value" --
+    done
+  done
+}

@@ -15,11 +15,6 @@ ab_begin late-edges-ab
   "$DIST/infer_gemm_test" 2>&1 | grep -E "FAIL|late edge|PASSED|FAILED" | cut -c1-300 | tail -12
   echo "== infer_engine_test (checks)"
   "$DIST/infer_engine_test" 2>&1 | grep -E "PASS|FAIL|late edge" | cut -c1-300 | tail -30
-  for round in $(seq "${ROUNDS:-3}"); do
-    for edges in 0 1; do
-      serve_ab_run "GPUSCOUT_LT_LATE_EDGES=$edges, round $round" "$runs/edges$edges-$round.json" serve/decode,serve/static \
-        "GPUSCOUT_LT_LATE_EDGES=$edges" --
-    done
-  done
+  serve_ab_switch GPUSCOUT_LT_LATE_EDGES serve/decode,serve/static edges
 } >>"$log" 2>&1
 ab_end late-edges-ab

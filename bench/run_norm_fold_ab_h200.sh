@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Session 16: the RMSNorm gains folded into the QKV and gate/up weights, decode steps of 2+ rows
 # without RMSNorm kernels (RoPE and SiLU apply each row's norm scale; EngineOptions::fold_norm_gains).
+# Reverted after this A/B (neutral): a later build ignores GPUSCOUT_NORM_FOLD and has no
+# --elementwise-only; the code is commit f679c1a.
 # Checks first: infer_kernels_test (all cases, then the elementwise ones under compute-sanitizer
 # memcheck) and the engine's checks against the CPU reference (which run folded by default). Then the
 # serve benchmark's decode cases and static batch with the fold off (GPUSCOUT_NORM_FOLD=0) and on,
@@ -18,11 +20,6 @@ ab_begin norm-fold-ab
   compute-sanitizer --tool memcheck "$DIST/infer_kernels_test" --elementwise-only 2>&1 | grep -E "ERROR SUMMARY|FAIL|PASSED|FAILED" | tail -5
   echo "== infer_engine_test (checks)"
   "$DIST/infer_engine_test" 2>&1 | grep -E "PASS|FAIL|norm gains" | cut -c1-300 | tail -30
-  for round in $(seq "${ROUNDS:-3}"); do
-    for fold in 0 1; do
-      serve_ab_run "GPUSCOUT_NORM_FOLD=$fold, round $round" "$runs/fold$fold-$round.json" serve/decode,serve/static \
-        "GPUSCOUT_NORM_FOLD=$fold" --
-    done
-  done
+  serve_ab_switch GPUSCOUT_NORM_FOLD serve/decode,serve/static fold
 } >>"$log" 2>&1
 ab_end norm-fold-ab

@@ -13,11 +13,6 @@ ab_begin prune-last-layer-ab
 {
   echo "== infer_engine_test (checks)"
   "$DIST/infer_engine_test" 2>&1 | grep -E "PASS|FAIL" | cut -c1-300 | tail -30
-  for round in $(seq "${ROUNDS:-3}"); do
-    for prune in 0 1; do
-      serve_ab_run "GPUSCOUT_PRUNE_LAST_LAYER=$prune, round $round" "$runs/prune$prune-$round.json" \
-        serve/prefill,serve/static "GPUSCOUT_PRUNE_LAST_LAYER=$prune" --
-    done
-  done
+  serve_ab_switch GPUSCOUT_PRUNE_LAST_LAYER serve/prefill,serve/static prune
 } >>"$log" 2>&1
 ab_end prune-last-layer-ab
