@@ -194,7 +194,8 @@ struct StepDims {
   int mbps_d = 1, mbps_p = 1;
   int dec_max_ctx = 0, pre_max_ctx = 0, pre_max_q = 0;
   // Steps with prefill chunks (EngineOptions::prune_last_layer): the last layer runs attention,
-  // o and the MLP for the ns sampling rows only (nl = ns), over contexts up to last_max_ctx.
+  // o and the MLP for the ns sampling rows only (nl = ns, maybe 0), over contexts up to last_max_ctx.
+  bool prune_last = false;
   int nl = 0, mbps_l = 1, last_max_ctx = 0;
   DecodeAttentionPlan attention;  // a decode bucket's timed plan; automatic elsewhere
 };
@@ -616,7 +617,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
   for (const LayerWeights& l : r.layers) {
-    const bool pruned = d.nl > 0 && &l == &r.layers.back();
+    const bool pruned = d.prune_last && &l == &r.layers.back();
     // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
     // (GemmRunner::run_normed, run_silu_mul).
     if (skip & knock_out_norms) {
@@ -631,7 +632,9 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     if (pruned) {
       // The last layer's K/V are stored; only the sampling rows go on (their hidden states feed the
       // LM head): their queries and residual rows gathered, one-query attention over their whole
-      // contexts, then o and the MLP on ns rows in r.gathered.
+      // contexts, then o and the MLP on ns rows in r.gathered. A step of prompt chunks that complete
+      // no prompt samples nothing: its last layer ends here.
+      if (d.ns == 0) break;
       launch_gather_rows(r.qkv, m + L.sample_rows, d.ns, s.qkv_dim, r.qkv_sampled, st);
       GPUSCOUT_CUDA_CHECK_LAUNCH();
       launch_gather_rows(r.h, m + L.sample_rows, d.ns, hidden, r.gathered, st);
@@ -671,7 +674,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
   }
   // Only the sampling rows go through the final norm and the LM head (a pruned last layer left
   // them in r.gathered).
-  if (d.nl == 0) {
+  if (!d.prune_last) {
     launch_gather_rows(r.h, m + L.sample_rows, d.ns, hidden, r.gathered, st);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
   }
@@ -777,7 +780,8 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
   d.np = np;
   d.ns = ns;
   // Only steps with prefill chunks have rows the last layer need not finish (decode rows all sample).
-  d.nl = info.last_layer_pruned && np > 0 && bucket == 0 ? ns : 0;
+  d.prune_last = info.last_layer_pruned && np > 0 && bucket == 0;
+  d.nl = d.prune_last ? ns : 0;
   d.meta = MetaLayout::make(rows, nd, np, ns, d.mbps_d, d.mbps_p, d.nl, d.mbps_l);
   std::int32_t* m = staging;
   std::memset(m, 0, d.meta.words * sizeof(std::int32_t));
@@ -817,7 +821,7 @@ StepDims CudaEngine::Impl::fill_step(const gi::StepPlan& plan, int bucket, int c
       ++pi;
     }
     if (c.samples) {
-      if (d.nl > 0) {
+      if (d.prune_last) {
         m[d.meta.last_q_start + si] = si;  // row si of qkv_sampled
         m[d.meta.last_q_len + si] = 1;
         m[d.meta.last_ctx + si] = c.start_position + n;

@@ -75,8 +75,9 @@ struct EngineOptions {
   // Steps with prefill chunks: the last layer finishes only the rows that sample (each completed
   // prompt's last token, every decode row). Its K/V must be stored for every row, but attention,
   // o and the MLP of the others feed nothing (the next step reads only the KV cache), so they run on
-  // the gathered sampling rows, with one-query attention over each one's context. Exact: the same
-  // tokens and logits. GPUSCOUT_PRUNE_LAST_LAYER=0 turns it off (A/B runs).
+  // the gathered sampling rows, with one-query attention over each one's context (none at all in a
+  // step whose prompt chunks complete no prompt). Exact: the same tokens and logits.
+  // GPUSCOUT_PRUNE_LAST_LAYER=0 turns it off (A/B runs).
   bool prune_last_layer = true;
 };
 
