@@ -11,7 +11,7 @@
 //                                     which on a power-capped GPU run faster than real data)
 //                                     start-up time, decode step time at batch 1/8/32 against the
 //                                     HBM roofline (copy bandwidth measured here), prefill steps of
-//                                     1 x 8192 and 16 x 512 tokens in TFLOP/s against a cuBLASLt
+//                                     1 x 8192 and 16 x 512 tokens in executed TFLOP/s against a cuBLASLt
 //                                     8192^3 BF16 GEMM
 //
 // Tolerance: the engine and the reference round to BF16 at the same points, so they differ only
@@ -634,15 +634,15 @@ int bench(const std::string& model, const BenchFlags& flags) {
       const double dt = seconds_since(t);
       scheduler.complete(plan, tokens);
       if (rep == 0) continue;
-      const double h = cfg.hidden;
-      const double layer_params = h * cfg.qkv_dim() + static_cast<double>(cfg.q_dim()) * h + 3.0 * h * cfg.ffn_hidden;
-      const double matmul = 2.0 * layer_params * cfg.layers * T + 2.0 * h * cfg.vocab * seqs;
-      const double attention = 4.0 * cfg.q_dim() * seqs * (static_cast<double>(len) * (len + 1) / 2) * cfg.layers;
-      const double tflops = (matmul + attention) / dt / 1e12 / tp;
+      // The FLOPs the engine executes (the serve benchmark's count): each sequence samples its last
+      // token, so a pruned last layer finishes that token only.
+      const double flops = seqs * gpuscout::bench::prefill_flops(cfg, len, engine->info().last_layer_pruned);
+      const double tflops = flops / dt / 1e12 / tp;
       fmt::print(
-          "prefill {} x {} tokens: {:.1f} ms | {:.0f} TFLOP/s per GPU ({:.1f} TFLOP matmul + {:.1f} TFLOP attention) "
-          "= {:.0f}% of the measured BF16 GEMM rate\n",
-          seqs, len, dt * 1e3, tflops, matmul / 1e12, attention / 1e12, 100.0 * tflops / gemm);
+          "prefill {} x {} tokens: {:.1f} ms | {:.0f} TFLOP/s per GPU ({:.1f} TFLOP executed{}) = {:.0f}% of the "
+          "measured BF16 GEMM rate\n",
+          seqs, len, dt * 1e3, tflops, flops / 1e12, engine->info().last_layer_pruned ? ", last layer pruned" : "",
+          100.0 * tflops / gemm);
     }
   };
   prefill(1, 8192);
