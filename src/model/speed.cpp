@@ -169,7 +169,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
   std::vector<FrameworkProfile> out;
   for (auto& e : top.array_of_tables("framework")) {
     e.reject_unknown_keys({"key", "name", "step_overhead_ms", "kernel_gap_us", "cuda_graphs", "memory_fraction",
-                           "tp_overlap", "dp_overlap", "source"});
+                           "tp_overlap", "dp_overlap", "prunes_last_layer", "source"});
     FrameworkProfile f;
     f.key = e.required_string("key");
     e.set_entry(f.key);
@@ -180,6 +180,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
     f.memory_fraction = e.required_number("memory_fraction", 0.01, 1);
     f.tp_overlap = e.required_number("tp_overlap", 0, 1);
     f.dp_overlap = e.required_number("dp_overlap", 0, 1);
+    f.prunes_last_layer = e.optional_bool("prunes_last_layer").value_or(false);
     f.source = e.required_string("source");
     out.push_back(std::move(f));
   }
@@ -221,10 +222,33 @@ StepTime engine_step(const SpeedContext& ctx, const InferenceSetup& setup, const
   const auto prec = gemm_precision(setup.weights);
   const double wb = setup.weights.bytes_per_weight();
   double tokens = 0;
-  for (const auto& g : groups) tokens += g.sequences * g.new_tokens;
+  bool prefill = false;
+  for (const auto& g : groups) {
+    tokens += g.sequences * g.new_tokens;
+    prefill = prefill || (g.sequences > 0 && g.new_tokens > 1);
+  }
   // A request passes every pipeline stage in turn: latency sees all layers.
-  add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups,
-                static_cast<double>(setup.arch.layers));
+  const double layers = static_cast<double>(setup.arch.layers);
+  const bool prune = ctx.framework.prunes_last_layer && prefill && layers >= 2 &&
+                     setup.arch.kind == workloads::ModelKind::decoder && !setup.arch.is_mla() &&
+                     sampled_sequences < tokens;
+  if (!prune) {
+    add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups, layers);
+  } else {
+    // The last layer: QKV (the K/V the next steps read) for every token; attention (one query over
+    // the whole context), o and the MLP for the sampled rows only.
+    add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups, layers - 1);
+    if (sampled_sequences > 0) {
+      std::vector<AttentionGroup> sampled;
+      for (const auto& g : groups) sampled.push_back({g.sequences, 1, g.context + g.new_tokens - 1});
+      add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, sampled_sequences, sampled,
+                    1);
+    }
+    const double t = static_cast<double>(setup.par.tp), h = static_cast<double>(setup.arch.hidden);
+    const double kv = std::max(1.0, static_cast<double>(setup.arch.kv_heads) / t);
+    const double qkv_width = (static_cast<double>(setup.arch.heads) / t + 2 * kv) * setup.arch.head_dim;
+    step.add(gemm_time(ctx, prec, "qkv", tokens - sampled_sequences, qkv_width, h, wb));
+  }
   // LM head (kept 16-bit) for the last token of each sampled sequence.
   if (setup.arch.kind == workloads::ModelKind::decoder) {
     step.add(gemm_time(ctx, ctx.gpu->peak_tflops(Precision::bf16) ? Precision::bf16 : Precision::fp16, "lm_head",

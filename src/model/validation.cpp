@@ -297,6 +297,8 @@ void validate_serving(ValidationReport& report, const std::vector<results::Resul
       ctx.gpu = &gpu;
       ctx.calibration = calibration_for(gpu, calibrations);
       ctx.framework = framework;
+      // The engine as it ran: files from before the pruned last layer (session 16) do not say so.
+      ctx.framework.prunes_last_layer = engine->params.value("last_layer_pruned", false);
       InferenceSetup setup;
       setup.arch = info.arch;
       setup.par.tp = peak.params.value("tp", std::int64_t{1});

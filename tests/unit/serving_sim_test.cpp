@@ -144,5 +144,31 @@ TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredFindPeakRuns) {
   EXPECT_NEAR(report.mape_pct.at("own_serving"), 5.2, 1.0);
 }
 
+// A run of the engine with its last layer pruned in prefill steps (session 16) is predicted with the
+// pruning, read from its serve/engine record; the same file without that param (as every file from
+// before then) is predicted without it, i.e. with slower prefill and so no higher a peak.
+TEST_F(ServingSimTest, ValidationModelsThePrunedLastLayerAsTheRecordSays) {
+  const std::string name = "bench/results/h200-serve-llama-3.1-8b-peak-s16-20261201.json";
+  const auto pruned = results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / name);
+  auto unpruned = pruned;
+  int engines = 0;
+  for (auto& r : unpruned.records) {
+    if (r.key.rfind("serve/engine/", 0) != 0) continue;
+    ASSERT_TRUE(r.params.value("last_layer_pruned", false)) << r.key;
+    r.params.erase("last_layer_pruned");
+    ++engines;
+  }
+  ASSERT_EQ(engines, 1);
+  ValidationReport with, without;
+  validate_serving(with, {pruned}, *specs_, *catalog_, *calibrations_, *frameworks_, {name});
+  validate_serving(without, {unpruned}, *specs_, *catalog_, *calibrations_, *frameworks_, {name});
+  ASSERT_EQ(with.rows.size(), without.rows.size());
+  ASSERT_FALSE(with.rows.empty());
+  EXPECT_EQ(with.rows[0].measured, 62);
+  EXPECT_GE(with.rows[0].predicted, without.rows[0].predicted);
+  // The probe's TPOT: prefill riding along in the decode steps is shorter when pruned.
+  EXPECT_LT(with.rows[1].predicted, without.rows[1].predicted);
+}
+
 }  // namespace
 }  // namespace gpuscout::model

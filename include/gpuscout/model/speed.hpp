@@ -27,6 +27,9 @@ struct FrameworkProfile {
   double memory_fraction = 0.9;
   double tp_overlap = 0;
   double dp_overlap = 0;
+  // A step with prefill finishes the last decoder layer for the sampled rows only (K/V for every
+  // row): gpuscout's engine (EngineOptions::prune_last_layer). Optional in the file, default false.
+  bool prunes_last_layer = false;
   std::string source;
 };
 // data/frameworks.toml. Throws DataError.
