@@ -50,6 +50,15 @@ double stage_layers(const workloads::ModelArch& arch, std::int64_t pp) {
 // Layer operators for `tokens` tokens on one GPU (TP-sharded), `layers` times. The attention core runs
 // per group of sequences of equal shape (AttentionGroup): causal, n new tokens after `context` cached
 // ones attend to n·c + n(n+1)/2 positions each.
+// The fused QKV projection of a non-MLA layer on one TP rank (KV heads replicated below one per rank).
+OpTime qkv_gemm(const SpeedContext& ctx, const workloads::ModelArch& arch, const Parallelism& par, Precision prec,
+                double weight_bytes, double tokens, double layers) {
+  const double t = static_cast<double>(par.tp);
+  const double kv = std::max(1.0, static_cast<double>(arch.kv_heads) / t);
+  const double width = (static_cast<double>(arch.heads) / t + 2 * kv) * static_cast<double>(arch.head_dim);
+  return gemm_time(ctx, prec, "qkv", tokens, width, static_cast<double>(arch.hidden), weight_bytes, layers);
+}
+
 void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::ModelArch& arch, const Parallelism& par,
                    Precision prec, double weight_bytes, double kv_bytes_per_element, double tokens,
                    const std::vector<AttentionGroup>& groups, double layers) {
@@ -61,8 +70,7 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     const double params = static_cast<double>(workloads::attention_params_per_layer(arch)) / t;
     step.add(gemm_time(ctx, prec, "attention_projections", tokens, params / h, h, weight_bytes, layers));
   } else {
-    const double kv = std::max(1.0, static_cast<double>(arch.kv_heads) / t);
-    step.add(gemm_time(ctx, prec, "qkv", tokens, (heads + 2 * kv) * hd, h, weight_bytes, layers));
+    step.add(qkv_gemm(ctx, arch, par, prec, weight_bytes, tokens, layers));
     step.add(gemm_time(ctx, prec, "o", tokens, h, heads * hd, weight_bytes, layers));
   }
   const double kv_per_token_layer =
@@ -244,10 +252,7 @@ StepTime engine_step(const SpeedContext& ctx, const InferenceSetup& setup, const
       add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, sampled_sequences, sampled,
                     1);
     }
-    const double t = static_cast<double>(setup.par.tp), h = static_cast<double>(setup.arch.hidden);
-    const double kv = std::max(1.0, static_cast<double>(setup.arch.kv_heads) / t);
-    const double qkv_width = (static_cast<double>(setup.arch.heads) / t + 2 * kv) * setup.arch.head_dim;
-    step.add(gemm_time(ctx, prec, "qkv", tokens - sampled_sequences, qkv_width, h, wb));
+    step.add(qkv_gemm(ctx, setup.arch, setup.par, prec, wb, tokens - sampled_sequences, 1));
   }
   // LM head (kept 16-bit) for the last token of each sampled sequence.
   if (setup.arch.kind == workloads::ModelKind::decoder) {
