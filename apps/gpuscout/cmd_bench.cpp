@@ -74,11 +74,11 @@ bool flag_given(const std::vector<std::pair<std::string, CLI::Option*>>& options
 
 // The serve benchmark's flags as typed; serve_options() validates them.
 struct ServeFlags {
-  std::string model, scenario, lengths, batches, prefills, weights, engine_tuning, stepping;
+  std::string model, scenario, lengths, batches, prefills, weights, engine_tuning, stepping, rates, concurrencies;
   int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0, max_step_tokens = 0;
   std::int64_t kv_blocks = 0;
   std::uint64_t seed = 1;
-  double rate = 0, duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0;
+  double duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0;
   bool find_peak = false;
   std::vector<std::pair<std::string, CLI::Option*>> options;  // flag name -> option, to see which were given
   bool given(const std::string& name) const { return flag_given(options, name); }
@@ -113,6 +113,23 @@ std::vector<int> positive_int_list(const std::string& text, const std::string& f
     if (ec != std::errc() || ptr != item.data() + item.size() || value < 1) {
       throw UsageError(
           fmt::format("--{}: '{}' is not a whole number >= 1 (expected a comma list, e.g. {})", flag, item, example));
+    }
+    out.push_back(value);
+  }
+  if (out.empty()) throw UsageError(fmt::format("--{}: empty list (expected e.g. {})", flag, example));
+  return out;
+}
+
+// "2.5,5,10" -> {2.5, 5, 10}; each item a finite number > 0.
+std::vector<double> positive_number_list(const std::string& text, const std::string& flag, const char* unit,
+                                         const char* example) {
+  std::vector<double> out;
+  for (const std::string& item : bench::split_list(text)) {
+    double value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (ec != std::errc() || ptr != item.data() + item.size() || !(value > 0) || !std::isfinite(value)) {
+      throw UsageError(fmt::format("--{} must be a positive number of {}, got '{}' (a comma list sweeps, e.g. {})",
+                                   flag, unit, item, example));
     }
     out.push_back(value);
   }
@@ -201,19 +218,28 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
     }
   }
 
-  // The load scenario: --scenario, or --find-peak (Server) or --rate alone (Server).
-  const bool any_load_flag = s.given("scenario") || s.find_peak || s.given("rate");
+  // The load scenario: --scenario, or --find-peak or --rate alone (Server), or --concurrency alone.
+  const bool any_load_flag = s.given("scenario") || s.find_peak || s.given("rate") || s.given("concurrency");
   if (!any_load_flag) {
     for (const char* name :
          {"requests", "duration-s", "lengths", "ttft-ms", "tpot-ms", "warmup", "seed", "max-run-s"}) {
       if (s.given(name)) {
         throw UsageError(fmt::format(
-            "--{}: applies to the load scenario; add --scenario offline|server|single-stream (or --find-peak)", name));
+            "--{}: applies to the load scenario; add --scenario offline|server|single-stream|concurrency (or "
+            "--find-peak)",
+            name));
       }
     }
   } else {
     serve::LoadSettings load;
-    load.scenario = s.given("scenario") ? serve::scenario_from_string(s.scenario) : serve::Scenario::server;
+    if (s.given("rate") && s.given("concurrency")) {
+      throw UsageError(
+          "--rate and --concurrency: one load scenario per run; --rate sets Server arrivals, --concurrency the "
+          "requests in flight of the closed loop");
+    }
+    load.scenario = s.given("scenario")      ? serve::scenario_from_string(s.scenario)
+                    : s.given("concurrency") ? serve::Scenario::concurrency
+                                             : serve::Scenario::server;
     const std::string scenario = serve::to_string(load.scenario);
     if (s.find_peak && load.scenario != serve::Scenario::server) {
       throw UsageError(fmt::format(
@@ -221,17 +247,29 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
           scenario));
     }
     if (s.given("rate")) {
-      if (!(s.rate > 0) || !std::isfinite(s.rate)) {
-        throw UsageError(fmt::format("--rate must be a positive number of requests/s, got {}", s.rate));
-      }
+      o.rates = positive_number_list(s.rates, "rate", "requests/s", "5,10,20");
       if (load.scenario != serve::Scenario::server) {
         throw UsageError(
             fmt::format("--rate: the arrival rate of the Server scenario; it does not apply to "
                         "--scenario {}",
                         scenario));
       }
+      if (s.find_peak && o.rates.size() > 1) {
+        throw UsageError(
+            fmt::format("--find-peak takes one --rate, its first probe (got {} rates: '{}')", o.rates.size(), s.rates));
+      }
     } else if (load.scenario == serve::Scenario::server && !s.find_peak) {
-      throw UsageError("--scenario server needs --rate R (requests/s) or --find-peak");
+      throw UsageError("--scenario server needs --rate R (requests/s; a comma list sweeps) or --find-peak");
+    }
+    if (s.given("concurrency")) {
+      o.concurrencies = positive_int_list(s.concurrencies, "concurrency", "1,8,32,64");
+      if (load.scenario != serve::Scenario::concurrency) {
+        throw UsageError(fmt::format(
+            "--concurrency: the requests in flight of the Concurrency scenario; it does not apply to --scenario {}",
+            scenario));
+      }
+    } else if (load.scenario == serve::Scenario::concurrency) {
+      throw UsageError("--scenario concurrency needs --concurrency N (requests in flight; a comma list sweeps)");
     }
     for (const auto& [name, value] : {std::pair{"duration-s", s.duration_s}, std::pair{"ttft-ms", s.ttft_ms},
                                       std::pair{"tpot-ms", s.tpot_ms}, std::pair{"max-run-s", s.max_run_s}}) {
@@ -242,7 +280,8 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
     if (s.find_peak && !s.given("ttft-ms") && !s.given("tpot-ms")) {
       throw UsageError("--find-peak needs a latency bound to search against: --ttft-ms and/or --tpot-ms");
     }
-    load.target_rate = s.given("rate") ? s.rate : 1.0;
+    load.target_rate = o.rates.empty() ? 1.0 : o.rates.front();
+    load.concurrency = o.concurrencies.empty() ? 1 : o.concurrencies.front();
     if (s.given("requests")) load.min_requests = s.requests;
     load.min_duration_s = s.duration_s;
     load.ttft_bound_ms = s.ttft_ms;
@@ -267,7 +306,7 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
     serve::validate(load);
     if (s.find_peak) {
       o.find_peak = true;
-      if (s.given("rate")) o.peak.high = std::max(s.rate, 2 * o.peak.low);
+      if (!o.rates.empty()) o.peak.high = std::max(o.rates.front(), 2 * o.peak.low);
       serve::validate(o.peak);
     }
     o.load = std::move(load);
@@ -693,8 +732,14 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   serve_flag("serve-prefill", sf.prefills, "serve: prompt lengths of the prefill cases (default 8192)");
   serve_flag("isl", sf.isl, "serve: input tokens per request: decode context, static batch, load (default 512)");
   serve_flag("osl", sf.osl, "serve: output tokens per request (default 128)");
-  serve_flag("scenario", sf.scenario, "serve: load scenario offline|server|single-stream (default: none run)");
-  serve_flag("rate", sf.rate, "serve: Server scenario arrival rate, requests/s (Poisson)");
+  serve_flag("scenario", sf.scenario,
+             "serve: load scenario offline|server|single-stream|concurrency (default: none run)");
+  serve_flag("rate", sf.rates,
+             "serve: Server scenario arrival rate, requests/s (Poisson); a comma list sweeps, e.g. 5,10,20 "
+             "(latency vs throughput, one record per rate)");
+  serve_flag("concurrency", sf.concurrencies,
+             "serve: Concurrency scenario: requests in flight, each client issuing its next request when the last "
+             "one finishes (as vLLM's --max-concurrency); a comma list sweeps, e.g. 1,8,32,64");
   serve_flag("requests", sf.requests, "serve: measured requests of the load scenario at least (default 64)");
   serve_flag("duration-s", sf.duration_s, "serve: measured seconds of the load scenario at least");
   serve_flag("lengths", sf.lengths, "serve: request lengths from a CSV (input_tokens,output_tokens) or JSONL file");
@@ -707,8 +752,8 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   serve_flag("max-batch", sf.max_batch, "serve: the engine's largest decode batch (default 256)");
   serve_flag("max-step-tokens", sf.max_step_tokens,
              "serve: the scheduler's token budget per step, decode plus prefill tokens, in the static batch and the "
-             "load runs (default as vLLM's: on GPUs with >= 70 GiB but the A100, 16384 offline and 8192 server or "
-             "single-stream; else 8192 and 2048)");
+             "load runs (default as vLLM's: on GPUs with >= 70 GiB but the A100, 16384 offline and 8192 in the "
+             "online scenarios (server, single-stream, concurrency); else 8192 and 2048)");
   serve_flag("engine-tuning", sf.engine_tuning,
              "serve: steps (default): GEMM kernels within 25% per call are timed inside whole decode steps of each "
              "CUDA graph, the faster kept (start-up ~6 s for an 8B model, ~19 s for a 70B at TP2 on H200s); alone: "

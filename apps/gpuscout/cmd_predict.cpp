@@ -43,7 +43,8 @@ struct InferOptions : CommonOptions {
   std::string mode;
   double ttft_ms = 0, tpot_ms = 0;
   std::string kv_precision = "bf16";
-  std::optional<double> rate;  // server: simulate at this many requests/s
+  std::optional<double> rate;      // server: simulate at this many requests/s
+  std::optional<int> concurrency;  // server: simulate a closed loop of this many requests in flight
   double sim_duration_s = 15;
   int max_running = 256, max_step_tokens = 8192;
 };
@@ -246,10 +247,10 @@ std::vector<Table> queueing_tables(const model::SpeedContext& sc, const model::I
   q.tpot_bound_ms = o.tpot_ms;
   q.min_duration_s = o.sim_duration_s;
   std::vector<Table> tables;
-  auto t =
-      figures_table(fmt::format("Queueing (discrete-event simulation of the scheduler, Poisson arrivals, {} s "
-                                "per probe), bounds p99 TTFT <= {} ms, p99 TPOT <= {} ms",
-                                o.sim_duration_s, o.ttft_ms, o.tpot_ms));
+  auto t = figures_table(
+      fmt::format("Queueing (discrete-event simulation of the scheduler, Poisson arrivals or a closed loop, {} s "
+                  "per probe), bounds p99 TTFT <= {} ms, p99 TPOT <= {} ms",
+                  o.sim_duration_s, o.ttft_ms, o.tpot_ms));
   t.key = "queueing";
   if (o.rate) {
     const auto r = model::simulate_server(sc, setup, limits, q, *o.rate / replicas);
@@ -261,6 +262,25 @@ std::vector<Table> queueing_tables(const model::SpeedContext& sc, const model::I
     add_figure(t, "tpot_p99", r.tpot_ms.p99, "ms", band, "p99 TPOT " + at);
     add_figure(t, "achieved_output_throughput", r.output_tokens_per_s * replicas, "tokens/s", band, "all replicas");
     add_figure(t, "within_bounds", r.valid ? 1 : 0, "bool", 0,
+               r.valid ? "VALID: p99 TTFT and TPOT within the bounds"
+                       : fmt::format("INVALID: {}", fmt::join(r.invalid_reasons, "; ")));
+  }
+  if (o.concurrency) {
+    // The clients spread evenly over the replicas (rounded up: a replica never has fewer than its share).
+    const int per_replica = std::max(1, static_cast<int>(std::ceil(*o.concurrency / replicas)));
+    const auto r = model::simulate_concurrency(sc, setup, limits, q, per_replica);
+    const std::string at = replicas > 1
+                               ? fmt::format("with {} requests in flight ({} per replica)", *o.concurrency, per_replica)
+                               : fmt::format("with {} requests in flight", *o.concurrency);
+    add_figure(t, "concurrency", *o.concurrency, "requests", 0,
+               "closed loop: each finished request is replaced at once (all replicas)");
+    add_figure(t, "concurrency_ttft_p50", r.ttft_ms.p50, "ms", band, "median TTFT " + at);
+    add_figure(t, "concurrency_ttft_p99", r.ttft_ms.p99, "ms", band, "p99 TTFT " + at);
+    add_figure(t, "concurrency_tpot_p50", r.tpot_ms.p50, "ms", band, "median TPOT " + at);
+    add_figure(t, "concurrency_tpot_p99", r.tpot_ms.p99, "ms", band, "p99 TPOT " + at);
+    add_figure(t, "concurrency_output_throughput", r.output_tokens_per_s * replicas, "tokens/s", band, "all replicas");
+    add_figure(t, "concurrency_requests_per_s", r.requests_per_s * replicas, "requests/s", band, "all replicas");
+    add_figure(t, "concurrency_within_bounds", r.valid ? 1 : 0, "bool", 0,
                r.valid ? "VALID: p99 TTFT and TPOT within the bounds"
                        : fmt::format("INVALID: {}", fmt::join(r.invalid_reasons, "; ")));
   }
@@ -307,6 +327,10 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
   if (o.tpot_ms < 0) throw UsageError(fmt::format("--tpot-ms: must be >= 0, got {}", o.tpot_ms));
   if (o.rate && o.mode != "server") throw UsageError("--rate: only with --mode server");
   if (o.rate && !(*o.rate > 0)) throw UsageError(fmt::format("--rate: must be above 0 requests/s, got {}", *o.rate));
+  if (o.concurrency && o.mode != "server") throw UsageError("--concurrency: only with --mode server");
+  if (o.concurrency && *o.concurrency < 1) {
+    throw UsageError(fmt::format("--concurrency: must be at least 1 request in flight, got {}", *o.concurrency));
+  }
   if (!(o.sim_duration_s > 0)) {
     throw UsageError(fmt::format("--sim-duration-s: must be above 0, got {}", o.sim_duration_s));
   }
@@ -521,6 +545,9 @@ void register_predict_command(CLI::App& app, AppContext& ctx) {
   infer->add_option("--tpot-ms", io->tpot_ms, "server: TPOT bound in ms");
   infer->add_option("--kv-precision", io->kv_precision, "KV cache bf16 or fp8");
   infer->add_option("--rate", io->rate, "server: simulate Poisson arrivals at this many requests/s (all replicas)");
+  infer->add_option("--concurrency", io->concurrency,
+                    "server: simulate a closed loop of this many requests in flight (all replicas), as `bench "
+                    "--concurrency` measures");
   infer->add_option("--sim-duration-s", io->sim_duration_s, "server: seconds of arrivals per simulated probe (15)");
   infer->add_option("--max-running", io->max_running, "server: sequences the engine batches at most (256)");
   infer->add_option("--max-step-tokens", io->max_step_tokens, "server: tokens per engine step (8192)");

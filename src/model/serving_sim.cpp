@@ -132,6 +132,16 @@ serve::LoadSummary simulate_server(const SpeedContext& ctx, const InferenceSetup
   return serve::run_load(engine, clock, server_settings(settings, rate, static_cast<int>(setup.par.tp * setup.par.pp)));
 }
 
+serve::LoadSummary simulate_concurrency(const SpeedContext& ctx, const InferenceSetup& setup,
+                                        const EngineLimits& limits, const QueueingSettings& settings, int clients) {
+  serve::VirtualClock clock;
+  SimulatedEngine engine(ctx, setup, limits, clock);
+  serve::LoadSettings s = server_settings(settings, 1.0, static_cast<int>(setup.par.tp * setup.par.pp));
+  s.scenario = serve::Scenario::concurrency;
+  s.concurrency = clients;
+  return serve::run_load(engine, clock, s);
+}
+
 serve::PeakResult simulate_peak(const SpeedContext& ctx, const InferenceSetup& setup, const EngineLimits& limits,
                                 const QueueingSettings& settings, double guess) {
   serve::PeakSearch search;

@@ -630,6 +630,18 @@ double metric_value(const Record& r, const char* name) {
   return m != nullptr ? m->value : kNaN;
 }
 
+// A load point's offered load: its Poisson rate (Server) or its requests in flight (Concurrency).
+double offered_load(const Record& r) {
+  if (auto rate = number_param(r.params, {"target_rate"})) return *rate;
+  return number_param(r.params, {"concurrency"}).value_or(0);
+}
+
+std::string offered_load_text(const Record& r) {
+  if (auto rate = number_param(r.params, {"target_rate"})) return format_metric(*rate) + " requests/s";
+  if (auto clients = number_param(r.params, {"concurrency"})) return format_metric(*clients) + " in flight";
+  return "n/a";
+}
+
 bool probe_valid(const Record& r) {
   auto it = r.extra.find("valid");
   return passed(r) && (it == r.extra.end() || !it->is_boolean() || it->get<bool>());
@@ -691,11 +703,9 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
   const bool many_runs = contributing(inputs, [](const Record& r) { return r.benchmark == "serve"; }).size() > 1;
   std::size_t chart_index = 0;
   for (ServeGroup& g : groups) {
-    // Probe order sorted by offered rate, so the table reads as the load rising.
-    std::stable_sort(g.probes.begin(), g.probes.end(), [](const Record* a, const Record* b) {
-      return number_param(a->params, {"target_rate"}).value_or(0) <
-             number_param(b->params, {"target_rate"}).value_or(0);
-    });
+    // Probes sorted by the offered load (a rate, or requests in flight), so the table reads as the load rising.
+    std::stable_sort(g.probes.begin(), g.probes.end(),
+                     [](const Record* a, const Record* b) { return offered_load(*a) < offered_load(*b); });
     const std::string heading = fmt::format(
         "{}{} {}, {} scenario", many_runs ? run_name(inputs[g.input].origin) + ": " : "", g.model, g.tp, g.scenario);
     appendf(s.body, "<h3>{}</h3>\n", esc(heading));
@@ -727,7 +737,7 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
 
     HtmlTable probes;
     probes.cols = {{"Probe"},
-                   {"Offered rate", true},
+                   {"Offered load", true},
                    {"requests/s", true},
                    {"output tokens/s", true},
                    {"p99 TTFT ms", true},
@@ -742,10 +752,9 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
       }
       const bool valid = probe_valid(*p);
       probes.add_row(
-          {split_key(p->key).back(), format_metric(number_param(p->params, {"target_rate"}).value_or(kNaN)),
-           format_metric(metric_value(*p, "requests_per_s")), format_metric(metric_value(*p, "output_tokens_per_s")),
-           format_metric(metric_value(*p, "ttft_p99")), format_metric(metric_value(*p, "tpot_p99")),
-           valid ? "VALID" : "INVALID", why},
+          {split_key(p->key).back(), offered_load_text(*p), format_metric(metric_value(*p, "requests_per_s")),
+           format_metric(metric_value(*p, "output_tokens_per_s")), format_metric(metric_value(*p, "ttft_p99")),
+           format_metric(metric_value(*p, "tpot_p99")), valid ? "VALID" : "INVALID", why},
           {"", "", "", "", "", "", valid ? "outcome outcome-passed" : "outcome outcome-failed"});
     }
     s.body += probes.render();

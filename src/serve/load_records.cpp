@@ -70,6 +70,7 @@ results::Record to_record(const LoadSummary& s, const std::string& key, nlohmann
   if (!params.is_object()) params = nlohmann::ordered_json::object();
   set_default(params, "scenario", to_string(s.scenario));
   if (s.scenario == Scenario::server) set_default(params, "target_rate", s.target_rate);
+  if (s.concurrency > 0) set_default(params, "concurrency", s.concurrency);
   set_default(params, "requests", s.requests);
   set_default(params, "warmup_requests", s.warmup_requests);
   set_default(params, "ttft_bound_ms", s.ttft_bound_ms);
@@ -119,7 +120,8 @@ std::vector<results::Record> sweep_records(const std::vector<LoadSummary>& runs,
     const LoadSummary& run = runs[i];
     const std::string key = run.scenario == Scenario::server
                                 ? fmt::format("{}/rate_{}", key_prefix, rate_label(run.target_rate))
-                                : fmt::format("{}/{}", key_prefix, i);
+                            : run.scenario == Scenario::concurrency ? fmt::format("{}/c{}", key_prefix, run.concurrency)
+                                                                    : fmt::format("{}/{}", key_prefix, i);
     results::Record r = curve_point(run, key, params);
     r.extra["sweep_index"] = i;
     out.push_back(std::move(r));

@@ -25,6 +25,8 @@ std::string to_string(Scenario scenario) {
       return "server";
     case Scenario::single_stream:
       return "single-stream";
+    case Scenario::concurrency:
+      return "concurrency";
   }
   return "offline";
 }
@@ -38,7 +40,9 @@ Scenario scenario_from_string(const std::string& text) {
   if (key == "offline") return Scenario::offline;
   if (key == "server") return Scenario::server;
   if (key == "singlestream") return Scenario::single_stream;
-  throw UsageError(fmt::format("--scenario: unknown scenario '{}' (expected offline, server or single-stream)", text));
+  if (key == "concurrency") return Scenario::concurrency;
+  throw UsageError(
+      fmt::format("--scenario: unknown scenario '{}' (expected offline, server, single-stream or concurrency)", text));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,6 +122,9 @@ void check_lengths(const char* flag, const char* what, int lo, int hi) {
 void validate(const LoadSettings& s) {
   if (s.scenario == Scenario::server && !(s.target_rate > 0 && std::isfinite(s.target_rate))) {
     throw UsageError(fmt::format("--rate must be a positive number of requests/s (got {})", num(s.target_rate)));
+  }
+  if (s.scenario == Scenario::concurrency && s.concurrency < 1) {
+    throw UsageError(fmt::format("--concurrency must be at least 1 request in flight (got {})", s.concurrency));
   }
   const LengthSpec& l = s.lengths;
   if (l.kind == LengthSpec::Kind::from_file) {
@@ -209,6 +216,18 @@ struct Planned {
   bool arrival_known = false;
 };
 
+// Requests in flight at once in the closed-loop scenarios (0: open loop).
+int clients(const LoadSettings& s) {
+  switch (s.scenario) {
+    case Scenario::single_stream:
+      return 1;
+    case Scenario::concurrency:
+      return s.concurrency;
+    default:
+      return 0;
+  }
+}
+
 // Requests that may be issued, lengths drawn in order. Server arrivals are fixed here; Offline and
 // SingleStream arrivals that depend on completions are filled in during the run.
 std::vector<Planned> plan_requests(const LoadSettings& s, double t0) {
@@ -244,11 +263,13 @@ std::vector<Planned> plan_requests(const LoadSettings& s, double t0) {
       }
       break;
     }
-    case Scenario::single_stream: {
-      // Each request arrives when the previous one finishes; with a minimum duration the run may
-      // need up to max_requests, decided as it goes.
+    case Scenario::single_stream:
+    case Scenario::concurrency: {
+      // The first `in_flight` requests arrive at once, each later one when an earlier one finishes;
+      // with a minimum duration the run may need up to max_requests, decided as it goes.
       const int n = s.min_duration_s > 0 ? s.max_requests : needed;
-      for (int i = 0; i < n; ++i) add(t0, i == 0);
+      const int in_flight = clients(s);
+      for (int i = 0; i < n; ++i) add(t0, i < in_flight);
       break;
     }
   }
@@ -279,6 +300,7 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
   LoadSummary summary;
   summary.scenario = settings.scenario;
   summary.target_rate = settings.scenario == Scenario::server ? settings.target_rate : 0.0;
+  summary.concurrency = clients(settings);
   summary.sut_name = sut.name();
   summary.ttft_bound_ms = settings.ttft_bound_ms;
   summary.tpot_bound_ms = settings.tpot_bound_ms;
@@ -291,6 +313,9 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
       std::min<std::size_t>(plan.size(), static_cast<std::size_t>(settings.warmup_requests + settings.min_requests)));
   const double deadline = t0 + settings.max_run_s;
   std::size_t next = 0;  // next planned request to issue
+  // Closed loop: requests [0, released) have their arrival known (the first `clients` at the start,
+  // one more per finish). Several can finish in one step, so this runs ahead of `next`.
+  std::size_t released = std::min<std::size_t>(plan.size(), static_cast<std::size_t>(clients(settings)));
   int warmup_left = settings.warmup_requests;
   int measured_finished = 0;
   std::int64_t stalled_steps = 0;
@@ -309,16 +334,17 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
         plan[i].request.arrival_s = t;
         plan[i].arrival_known = true;
       }
-    } else if (settings.scenario == Scenario::single_stream) {
+    } else if (clients(settings) > 0 && released < plan.size()) {
       if (settings.min_duration_s > 0 && !plan[index].warmup && measured_finished >= settings.min_requests) {
         const double first = timings[static_cast<std::size_t>(settings.warmup_requests)].arrival_s;
         if (t - first >= settings.min_duration_s) {
-          plan.resize(next);  // enough: issue no more
+          plan.resize(released);  // enough: issue no more
           return;
         }
       }
-      plan[next].request.arrival_s = t;
-      plan[next].arrival_known = true;
+      plan[released].request.arrival_s = t;
+      plan[released].arrival_known = true;
+      ++released;
     }
   };
 
@@ -441,7 +467,8 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
     summary.invalid_reasons.push_back(fmt::format("{}: {} of {} measured requests unfinished", cut_reason,
                                                   summary.requests - summary.finished, summary.requests));
   }
-  if (settings.scenario == Scenario::server) {
+  // The latency bounds judge the scenarios where the load is chosen (a rate or a client count).
+  if (settings.scenario == Scenario::server || settings.scenario == Scenario::concurrency) {
     if (settings.ttft_bound_ms > 0 && summary.ttft_ms.samples > 0 &&
         !within(summary.ttft_ms.p99, settings.ttft_bound_ms)) {
       summary.invalid_reasons.push_back(

@@ -22,6 +22,18 @@ gpuscout_cli_test(bench_serve_find_peak_needs_bound 2 --stdout-empty --stderr-co
                   -- bench --only serve --find-peak)
 gpuscout_cli_test(bench_serve_find_peak_not_offline 2 --stdout-empty --stderr-contains "--find-peak"
                   -- bench --only serve --find-peak --scenario offline --ttft-ms 500)
+gpuscout_cli_test(bench_serve_rate_list_bad_item 2 --stdout-empty --stderr-contains "--rate must be a positive number of requests/s, got 'x'"
+                  -- bench --only serve --rate 5,x)
+gpuscout_cli_test(bench_serve_find_peak_one_rate 2 --stdout-empty --stderr-contains "--find-peak takes one --rate"
+                  -- bench --only serve --find-peak --ttft-ms 500 --rate 5,10)
+gpuscout_cli_test(bench_serve_concurrency_zero 2 --stdout-empty --stderr-contains "--concurrency: '0' is not a whole number >= 1"
+                  -- bench --only serve --concurrency 8,0)
+gpuscout_cli_test(bench_serve_concurrency_and_rate 2 --stdout-empty --stderr-contains "one load scenario per run"
+                  -- bench --only serve --rate 5 --concurrency 4)
+gpuscout_cli_test(bench_serve_concurrency_needs_count 2 --stdout-empty --stderr-contains "--scenario concurrency needs --concurrency"
+                  -- bench --only serve --scenario concurrency)
+gpuscout_cli_test(bench_serve_concurrency_not_offline 2 --stdout-empty --stderr-contains "does not apply to --scenario offline"
+                  -- bench --only serve --scenario offline --concurrency 4)
 gpuscout_cli_test(bench_serve_server_needs_rate 2 --stdout-empty --stderr-contains "--rate"
                   -- bench --only serve --scenario server)
 gpuscout_cli_test(bench_serve_beyond_context 2 --stdout-empty --stderr-contains "context"

@@ -331,6 +331,87 @@ TEST(LoadgenSingleStream, MinimumDurationAddsRequests) {
   EXPECT_DOUBLE_EQ(s.duration_s, 1.0);
 }
 
+// The most requests in flight at any moment (a request is in flight from its arrival to its finish).
+int most_in_flight(const std::vector<RequestTiming>& timings) {
+  int most = 0;
+  for (const RequestTiming& r : timings) {
+    const auto overlapping = std::count_if(timings.begin(), timings.end(), [&](const RequestTiming& o) {
+      return o.arrival_s <= r.arrival_s && r.arrival_s < o.finish_s;
+    });
+    most = std::max(most, static_cast<int>(overlapping));
+  }
+  return most;
+}
+
+LoadSettings closed_loop(int clients, int osl, int requests) {
+  LoadSettings s = fixed(Scenario::concurrency, 10, osl, requests);
+  s.concurrency = clients;
+  return s;
+}
+
+TEST(LoadgenConcurrency, KeepsNRequestsInFlight) {
+  VirtualClock clock;
+  BatchServer sut(clock, 8, kStep);
+  const LoadSummary s = run_load(sut, clock, closed_loop(4, 16, 12));
+  ASSERT_TRUE(s.valid);
+  EXPECT_EQ(s.concurrency, 4);
+  EXPECT_EQ(s.requests, 12);
+  ASSERT_EQ(s.timings.size(), 12u);
+  // Four at the start; each later one arrives exactly when the one four places before it finished.
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(s.timings[i].arrival_s, s.timings[0].arrival_s);
+  for (std::size_t i = 4; i < 12; ++i) EXPECT_DOUBLE_EQ(s.timings[i].arrival_s, s.timings[i - 4].finish_s);
+  EXPECT_EQ(most_in_flight(s.timings), 4);
+  // The server batches all four: three rounds of 16 steps, every TTFT one step.
+  EXPECT_EQ(sut.steps, 48);
+  EXPECT_DOUBLE_EQ(s.duration_s, 48 * kStep);
+  EXPECT_NEAR(s.ttft_ms.max, kStepMs, 1e-9);
+  EXPECT_NEAR(s.output_tokens_per_s, 12 * 16 / (48 * kStep), 1e-6);
+}
+
+TEST(LoadgenConcurrency, OneClientIsSingleStream) {
+  VirtualClock clock1, clock2;
+  BatchServer sut1(clock1, 8, kStep), sut2(clock2, 8, kStep);
+  const LoadSummary closed = run_load(sut1, clock1, closed_loop(1, 16, 5));
+  const LoadSummary single = run_load(sut2, clock2, fixed(Scenario::single_stream, 10, 16, 5));
+  EXPECT_EQ(single.concurrency, 1);
+  ASSERT_EQ(closed.timings.size(), single.timings.size());
+  for (std::size_t i = 0; i < closed.timings.size(); ++i) {
+    EXPECT_DOUBLE_EQ(closed.timings[i].arrival_s, single.timings[i].arrival_s);
+    EXPECT_DOUBLE_EQ(closed.timings[i].finish_s, single.timings[i].finish_s);
+  }
+}
+
+TEST(LoadgenConcurrency, MoreClientsThanTheBatchQueueAndBreakTheBound) {
+  // 16 clients on an 8-wide server: half of them wait a whole request (16 steps) for a slot.
+  VirtualClock clock;
+  BatchServer sut(clock, 8, kStep);
+  LoadSettings settings = closed_loop(16, 16, 16);
+  settings.ttft_bound_ms = 4 * kStepMs;
+  const LoadSummary s = run_load(sut, clock, settings);
+  EXPECT_EQ(most_in_flight(s.timings), 16);
+  EXPECT_NEAR(s.ttft_ms.max, 17 * kStepMs, 1e-9);
+  EXPECT_NEAR(s.ttft_ms.p50, kStepMs, 1e-9);
+  EXPECT_NEAR(s.output_tokens_per_s, 8 / kStep, 1e-6);  // the server's capacity, nothing more
+  EXPECT_FALSE(s.valid);
+  ASSERT_EQ(s.invalid_reasons.size(), 1u);
+  EXPECT_NE(s.invalid_reasons[0].find("p99 TTFT"), std::string::npos) << s.invalid_reasons[0];
+  EXPECT_DOUBLE_EQ(s.goodput_fraction, 0.5);
+}
+
+TEST(LoadgenConcurrency, MinimumDurationAndWarmup) {
+  VirtualClock clock;
+  BatchServer sut(clock, 8, kStep);
+  LoadSettings settings = closed_loop(2, 16, 2);
+  settings.warmup_requests = 2;
+  settings.min_duration_s = 1.0;  // 16 steps = 0.125 s per request, two at a time: 16 measured requests
+  const LoadSummary s = run_load(sut, clock, settings);
+  EXPECT_EQ(s.requests, 16);
+  ASSERT_EQ(s.timings.size(), 18u);
+  EXPECT_TRUE(s.timings[0].warmup);
+  EXPECT_DOUBLE_EQ(s.duration_s, 1.0);
+  EXPECT_EQ(most_in_flight(s.timings), 2);
+}
+
 TEST(LoadgenWarmup, ExcludedFromEveryMetric) {
   // Warm-up rows first: 100 output tokens each; measured rows 16.
   const auto path = temp_file("warmup.csv", "input_tokens,output_tokens\n10,100\n10,100\n10,16\n");
@@ -493,6 +574,11 @@ TEST(LoadgenRun, SettingsValidationNamesTheFlag) {
   EXPECT_PRED2(has, message([](LoadSettings& s) { s.warmup_requests = -1; }), "--warmup");
   EXPECT_PRED2(has, message([](LoadSettings& s) { s.gpus = 0; }), "--gpus");
   EXPECT_PRED2(has, message([](LoadSettings& s) { s.max_run_s = 0; }), "--max-run-s");
+  EXPECT_PRED2(has, message([](LoadSettings& s) {
+                 s.scenario = Scenario::concurrency;
+                 s.concurrency = 0;
+               }),
+               "--concurrency must be at least 1");
   // Offline and SingleStream do not use the rate.
   LoadSettings offline = fixed(Scenario::offline, 10, 10, 2);
   offline.target_rate = 0;
@@ -536,6 +622,8 @@ TEST(LoadgenScenario, Names) {
   EXPECT_EQ(scenario_from_string("single-stream"), Scenario::single_stream);
   EXPECT_EQ(scenario_from_string("SingleStream"), Scenario::single_stream);
   EXPECT_EQ(to_string(Scenario::single_stream), "single-stream");
+  EXPECT_EQ(scenario_from_string("Concurrency"), Scenario::concurrency);
+  EXPECT_EQ(to_string(Scenario::concurrency), "concurrency");
   EXPECT_NE(usage_message([] { scenario_from_string("multistream"); }).find("--scenario"), std::string::npos);
 }
 
@@ -813,6 +901,15 @@ TEST(LoadgenRecords, SweepAndPeakRecords) {
   EXPECT_EQ(sweep[2].outcome, results::Outcome::passed);  // an INVALID point is part of the curve
   EXPECT_EQ(sweep[2].extra["valid"], false);
   EXPECT_EQ(sweep[2].extra["sweep_index"], 2);
+  EXPECT_FALSE(sweep[0].params.contains("concurrency"));
+
+  LoadSummary closed;
+  closed.scenario = Scenario::concurrency;
+  closed.concurrency = 32;
+  const auto clients = sweep_records({closed}, "serve/m/concurrency");
+  EXPECT_EQ(clients[0].key, "serve/m/concurrency/c32");
+  EXPECT_EQ(clients[0].params["concurrency"], 32);
+  EXPECT_FALSE(clients[0].params.contains("target_rate"));
 
   const PeakResult peak = find_peak([](double rate) { return threshold_run(rate, 3.7); }, PeakSearch{});
   const auto records = peak_records(peak, "serve/m/peak_search", {{"model", "m"}});

@@ -112,6 +112,23 @@ TEST_F(ServingSimTest, TighterBoundsLowerThePeak) {
   EXPECT_LT(tight.peak_rate, loose.peak_rate);
 }
 
+TEST_F(ServingSimTest, ConcurrencyTradesLatencyForThroughput) {
+  q_.min_duration_s = 0;
+  q_.min_requests = 96;
+  const auto one = simulate_concurrency(ctx_, setup_, EngineLimits{}, q_, 1);
+  const auto many = simulate_concurrency(ctx_, setup_, EngineLimits{}, q_, 32);
+  ASSERT_EQ(one.requests, 96);
+  EXPECT_EQ(many.concurrency, 32);
+  // One client: every request runs alone, so its TPOT is the batch-1 decode step and its TTFT one prefill.
+  const double decode1 = forward_step(ctx_, setup_, 1, 1, 512 + 64).seconds * 1e3;
+  EXPECT_NEAR(one.tpot_ms.p50, decode1, 0.1 * decode1);
+  EXPECT_GT(one.ttft_ms.p50, forward_step(ctx_, setup_, 1, 512, 0).seconds * 1e3 * 0.99);
+  // 32 clients: batched decode steps are slower but carry ~32 tokens, so throughput rises far more than TPOT.
+  EXPECT_GT(many.tpot_ms.p50, one.tpot_ms.p50);
+  EXPECT_GT(many.output_tokens_per_s, 10 * one.output_tokens_per_s);
+  EXPECT_LT(many.output_tokens_per_s, 32 * one.output_tokens_per_s);
+}
+
 TEST_F(ServingSimTest, BadLimitsAreUsageErrors) {
   EngineLimits limits;
   limits.max_running = 0;

@@ -55,7 +55,8 @@ class ServeBenchmark final : public Benchmark {
         "LLM serving on the gpuscout CUDA engine (BF16 or --weights fp8, random weights; --model, default {}): decode "
         "ms/step and "
         "% of the HBM roofline at batch 1/8/32, 8k-token prefill TFLOP/s, a 32-request static batch end to end, "
-        "and --scenario offline|server|single-stream load runs with TTFT/TPOT/p99 and --find-peak",
+        "and --scenario offline|server|single-stream|concurrency load runs with TTFT/TPOT/p99, sweeps over --rate or "
+        "--concurrency lists, and --find-peak",
         bench::kDefaultServeModel);
   }
   std::optional<std::string> not_supported_reason(const DeviceContext& device) const override {
@@ -448,25 +449,58 @@ void static_case(Run& run, ci::CudaEngine& engine) {
   }
 }
 
-// The --scenario run, or --find-peak's probes and peak.
+// The --scenario run (one load point, or a sweep over --rate / --concurrency lists), or --find-peak's
+// probes and peak.
 void load_case(Run& run, ci::CudaEngine& engine) {
   const serve::LoadSettings& s = *run.o.load;
   const std::string prefix = fmt::format("serve/load/{}/{}", run.tag, serve::to_string(s.scenario));
   if (!wanted(run.env.options, prefix)) return;
   const nlohmann::ordered_json params = load_params(run, s);
+  auto describe = [](const std::string& what, const serve::LoadSummary& summary) {
+    return fmt::format(
+        "{}: {} requests, {:.2f} requests/s, {:.0f} output tokens/s, p99 TTFT {:.0f} ms, p99 TPOT "
+        "{:.2f} ms, {}",
+        what, summary.requests, summary.requests_per_s, summary.output_tokens_per_s, summary.ttft_ms.p99,
+        summary.tpot_ms.p99, summary.valid ? "VALID" : "INVALID");
+  };
   try {
-    if (!run.o.find_peak) {
-      const std::string key =
-          s.scenario == serve::Scenario::server ? fmt::format("{}/rate_{:g}", prefix, s.target_rate) : prefix;
+    // The load points: each rate, each client count, or the one run of the other scenarios.
+    std::vector<serve::LoadSettings> points;
+    if (s.scenario == serve::Scenario::server && run.o.rates.size() > 1) {
+      for (double rate : run.o.rates) points.emplace_back(s).target_rate = rate;
+    } else if (s.scenario == serve::Scenario::concurrency && run.o.concurrencies.size() > 1) {
+      for (int clients : run.o.concurrencies) points.emplace_back(s).concurrency = clients;
+    }
+    if (!run.o.find_peak && points.empty()) {
+      const std::string key = s.scenario == serve::Scenario::server ? fmt::format("{}/rate_{:g}", prefix, s.target_rate)
+                              : s.scenario == serve::Scenario::concurrency
+                                  ? fmt::format("{}/c{}", prefix, s.concurrency)
+                                  : prefix;
       TelemetryScope telemetry(run.env.telemetry);
       const serve::LoadSummary summary = run_scenario(run, engine, s);
       auto tel = telemetry.finish();
       finish_load_record(run, serve::to_record(summary, key, params), std::move(tel));
-      run.env.report(
-          fmt::format("{}: {} requests, {:.2f} requests/s, {:.0f} output tokens/s, p99 TTFT {:.0f} ms, "
-                      "p99 TPOT {:.2f} ms, {}",
-                      key, summary.requests, summary.requests_per_s, summary.output_tokens_per_s, summary.ttft_ms.p99,
-                      summary.tpot_ms.p99, summary.valid ? "VALID" : "INVALID"));
+      run.env.report(describe(key, summary));
+      return;
+    }
+    if (!points.empty()) {
+      // A sweep: every point on the same engine, in the order given; an INVALID point is part of the curve.
+      std::vector<serve::LoadSummary> runs;
+      std::vector<std::optional<results::Telemetry>> point_telemetry;
+      for (const serve::LoadSettings& point : points) {
+        if (run.env.stop_requested()) break;
+        TelemetryScope telemetry(run.env.telemetry);
+        runs.push_back(run_scenario(run, engine, point));
+        point_telemetry.push_back(telemetry.finish());
+        run.env.report(describe(point.scenario == serve::Scenario::server
+                                    ? fmt::format("{} at {:g} requests/s", prefix, point.target_rate)
+                                    : fmt::format("{} with {} in flight", prefix, point.concurrency),
+                                runs.back()));
+      }
+      std::vector<Record> records = serve::sweep_records(runs, prefix, params);
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        finish_load_record(run, std::move(records[i]), std::move(point_telemetry[i]));
+      }
       return;
     }
     std::vector<std::optional<results::Telemetry>> probe_telemetry;

@@ -28,6 +28,11 @@ struct ServeOptions {
   int isl = 512, osl = 128;  // decode context; static batch prompt/output lengths; fixed load lengths
   // --scenario (or --find-peak, which implies server): the load-generator case; absent: not run.
   std::optional<serve::LoadSettings> load;
+  // The load points of that run: --rate R1,R2,... (Server) or --concurrency N1,N2,... (Concurrency),
+  // the first also in `load`. Two or more make a latency-vs-throughput sweep on one engine: a record
+  // per point, each passed whether VALID or not (serve::sweep_records).
+  std::vector<double> rates;
+  std::vector<int> concurrencies;
   bool find_peak = false;
   serve::PeakSearch peak;
   std::int64_t kv_blocks = 0;  // --kv-blocks: cap on the engine's KV-cache blocks; 0: as memory allows
@@ -50,7 +55,8 @@ struct ServeOptions {
 // The scheduler's token budget per step for a load scenario on a GPU: --max-step-tokens when given,
 // else vLLM's defaults (EngineArgs.get_batch_defaults), so that a run compares with vLLM's as users
 // launch it: on GPUs with at least 70 GiB other than the A100, 16384 tokens offline (its LLM class)
-// and 8192 online (its API server: here server and single-stream); on other GPUs 8192 and 2048.
+// and 8192 online (its API server: here server, single-stream and concurrency); on other GPUs 8192
+// and 2048.
 int step_token_budget(const ServeOptions& options, serve::Scenario scenario, std::uint64_t device_memory_bytes,
                       std::string_view device_name);
 

@@ -73,6 +73,11 @@ struct QueueingSettings {
 serve::LoadSummary simulate_server(const SpeedContext& ctx, const InferenceSetup& setup, const EngineLimits& limits,
                                    const QueueingSettings& settings, double rate);
 
+// One Concurrency run (closed loop: `clients` requests in flight, each replaced when it finishes) on one
+// replica; the bounds judge it as they judge a Server run.
+serve::LoadSummary simulate_concurrency(const SpeedContext& ctx, const InferenceSetup& setup,
+                                        const EngineLimits& limits, const QueueingSettings& settings, int clients);
+
 // The highest Poisson rate (one replica) whose p99 TTFT and TPOT meet the bounds, by the load generator's
 // find_peak starting at `guess` requests/s.
 serve::PeakResult simulate_peak(const SpeedContext& ctx, const InferenceSetup& setup, const EngineLimits& limits,

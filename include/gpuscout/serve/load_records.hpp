@@ -16,15 +16,17 @@ namespace gpuscout::serve {
 //     (per-gap values for itl); ttft_p99, tpot_p99, itl_p99, e2e_p99 (ms): nearest-rank p99
 //   requests_per_s (requests/s), input_tokens_per_s, output_tokens_per_s (tokens/s),
 //   output_tokens_per_s_per_gpu, input_tokens_per_s_per_gpu (tokens/s/GPU), goodput (requests/s), goodput_fraction (%)
-// params: the caller's params, then scenario, target_rate (Server), requests, warmup_requests,
+// params: the caller's params, then scenario, target_rate (Server), concurrency (Concurrency and
+// SingleStream), requests, warmup_requests,
 // ttft_bound_ms, tpot_bound_ms and gpus where the caller did not set them. outcome: passed when
 // VALID; failed with the invalid reasons joined by "; " otherwise. extra: valid, invalid_reasons,
 // duration_s, finished, steps, sut.
 results::Record to_record(const LoadSummary& summary, const std::string& key,
                           nlohmann::ordered_json params = nlohmann::ordered_json::object());
 
-// A latency-vs-throughput sweep (runs over rates or batch sizes): one record per run, key
-// "<key_prefix>/rate_<r>" for Server runs and "<key_prefix>/<i>" otherwise, extra.sweep_index = i.
+// A latency-vs-throughput sweep (runs over rates, client counts or batch sizes): one record per run,
+// key "<key_prefix>/rate_<r>" for Server runs, "<key_prefix>/c<n>" for Concurrency runs and
+// "<key_prefix>/<i>" otherwise, extra.sweep_index = i.
 // An INVALID point is part of the curve, not a failure: sweep records are passed, with
 // extra.valid = false and extra.invalid_reasons saying why.
 std::vector<results::Record> sweep_records(const std::vector<LoadSummary>& runs, const std::string& key_prefix,

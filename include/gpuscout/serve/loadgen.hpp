@@ -5,6 +5,10 @@
 //   Server       Poisson arrivals at `target_rate` requests/s (fixed seed); VALID when p99 TTFT and
 //                p99 TPOT meet their bounds.
 //   SingleStream the next request is issued when the previous one finishes; reports latency.
+//   Concurrency  a closed loop of `concurrency` clients: each issues its next request when its
+//                previous one finishes (vLLM's benchmark_serving --max-concurrency, genai-perf's
+//                --concurrency); SingleStream is concurrency 1. Sweeping it traces the
+//                latency-vs-throughput curve without choosing rates.
 // Latencies count from a request's scheduled arrival, so queueing delay is included.
 #include <cstdint>
 #include <functional>
@@ -16,7 +20,7 @@
 
 namespace gpuscout::serve {
 
-enum class Scenario { offline, server, single_stream };
+enum class Scenario { offline, server, single_stream, concurrency };
 std::string to_string(Scenario scenario);
 Scenario scenario_from_string(const std::string& text);  // throws UsageError naming --scenario
 
@@ -35,6 +39,7 @@ LengthSpec read_length_file(const std::string& path);
 struct LoadSettings {
   Scenario scenario = Scenario::offline;
   double target_rate = 1.0;  // Server: requests/s
+  int concurrency = 1;       // Concurrency: requests in flight (SingleStream: always 1)
   LengthSpec lengths;
   std::uint64_t seed = 1;     // arrivals and uniform lengths
   int min_requests = 64;      // measured requests (after warm-up)
@@ -46,8 +51,8 @@ struct LoadSettings {
   double max_run_s = 600;     // a run still busy after this many clock seconds stops, marked invalid
   int gpus = 1;               // per-GPU throughput divides by this
 };
-// Throws UsageError naming the flag (--rate, --isl, --osl, --ttft-ms, --tpot-ms, --requests,
-// --warmup, --duration-s, --max-run-s, --gpus) when a setting is impossible. run_load calls it.
+// Throws UsageError naming the flag (--rate, --concurrency, --isl, --osl, --ttft-ms, --tpot-ms,
+// --requests, --warmup, --duration-s, --max-run-s, --gpus) when a setting is impossible. run_load calls it.
 void validate(const LoadSettings& settings);
 
 // Per-request timings (seconds on the clock).
@@ -78,6 +83,7 @@ double nearest_rank_percentile(std::vector<double> samples, double p);
 struct LoadSummary {
   Scenario scenario = Scenario::offline;
   double target_rate = 0;  // Server
+  int concurrency = 0;     // Concurrency and SingleStream (1); 0 otherwise
   int requests = 0;        // measured
   double duration_s = 0;   // first measured arrival to last measured finish
   Percentiles ttft_ms, tpot_ms, itl_ms, e2e_ms;
