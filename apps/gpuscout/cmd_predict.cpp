@@ -269,9 +269,8 @@ std::vector<Table> queueing_tables(const model::SpeedContext& sc, const model::I
     // The clients spread evenly over the replicas (rounded up: a replica never has fewer than its share).
     const int per_replica = std::max(1, static_cast<int>(std::ceil(*o.concurrency / replicas)));
     const auto r = model::simulate_concurrency(sc, setup, limits, q, per_replica);
-    const std::string at = replicas > 1
-                               ? fmt::format("with {} requests in flight ({} per replica)", *o.concurrency, per_replica)
-                               : fmt::format("with {} requests in flight", *o.concurrency);
+    const std::string at = fmt::format("with {} request{} in flight{}", *o.concurrency, *o.concurrency == 1 ? "" : "s",
+                                       replicas > 1 ? fmt::format(" ({} per replica)", per_replica) : "");
     add_figure(t, "concurrency", *o.concurrency, "requests", 0,
                "closed loop: each finished request is replaced at once (all replicas)");
     add_figure(t, "concurrency_ttft_p50", r.ttft_ms.p50, "ms", band, "median TTFT " + at);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -269,80 +270,130 @@ void validate_own(ValidationReport& report, const std::vector<results::ResultSet
   report.summarize();
 }
 
+namespace {
+
+// A measured load run of the gpuscout engine, set up for the queueing simulation as it ran.
+struct MeasuredLoad {
+  SpeedContext ctx;
+  InferenceSetup setup;
+  EngineLimits limits;
+  QueueingSettings q;
+  std::string where, calibration;
+};
+
+// The simulation's inputs for the load record `load` of `set` (its serve/engine record gives the engine's
+// limits; `load` the lengths, bounds and step budget); nullopt when the file lacks what it needs.
+std::optional<MeasuredLoad> measured_load(const results::ResultSet& set, const results::Record& load,
+                                          const std::string& base, const specs::SpecDb& specs,
+                                          const workloads::ModelCatalog& catalog,
+                                          const std::vector<Calibration>& calibrations,
+                                          const FrameworkProfile& framework) {
+  const std::string engine_key = "serve/engine" + base.substr(std::string("serve/load").size());
+  const auto engine = std::find_if(set.records.begin(), set.records.end(),
+                                   [&](const results::Record& r) { return r.key == engine_key; });
+  if (engine == set.records.end() || set.gpus.empty() || set.gpus[0].spec_name.empty()) return std::nullopt;
+  MeasuredLoad m;
+  const auto& gpu = specs.get(set.gpus[0].spec_name);
+  const auto& info = catalog.get(load.params.value("model", ""));
+  m.ctx.gpu = &gpu;
+  m.ctx.calibration = calibration_for(gpu, calibrations);
+  m.ctx.framework = framework;
+  // The engine as it ran: files from before the pruned last layer (session 16) do not say so.
+  m.ctx.framework.prunes_last_layer = engine->params.value("last_layer_pruned", false);
+  m.setup.arch = info.arch;
+  m.setup.par.tp = load.params.value("tp", std::int64_t{1});
+  m.setup.weights = parse_quantization(load.params.value("dtype", "bf16"), "dtype");
+  m.limits.max_running = engine->params.value("max_running", m.limits.max_running);
+  // The load run's own step budget where its records carry it; older result files carry only the
+  // engine's, which was then also the budget.
+  m.limits.max_step_tokens =
+      load.params.value("max_step_tokens", engine->params.value("max_step_tokens", m.limits.max_step_tokens));
+  m.limits.block_size = engine->params.value("kv_block_size", m.limits.block_size);
+  m.q.isl = load.params.value("input_tokens", 0);
+  m.q.osl = load.params.value("output_tokens", 0);
+  m.q.ttft_bound_ms = load.params.value("ttft_bound_ms", 0.0);
+  m.q.tpot_bound_ms = load.params.value("tpot_bound_ms", 0.0);
+  m.q.warmup_requests = load.params.value("warmup_requests", m.q.warmup_requests);
+  m.where = fmt::format("{} TP{} on {} x {}, ISL {} / OSL {}", info.name, m.setup.par.tp, m.setup.par.tp, gpu.name,
+                        m.q.isl, m.q.osl);
+  m.calibration = fmt::format("{}, framework gpuscout", m.ctx.calibration.tier);
+  return m;
+}
+
+// One own_serving row: the record `id` of `file`, measured against predicted.
+ValidationRow serving_row(const std::string& id, const std::string& what, double measured, double predicted,
+                          const std::string& unit, const MeasuredLoad& m, const std::string& file) {
+  ValidationRow v;
+  v.id = id;
+  v.category = "own_serving";
+  v.what = what;
+  v.measured = measured;
+  v.predicted = predicted;
+  v.unit = unit;
+  v.calibration = m.calibration;
+  v.source = fmt::format("{} ({})", file, id);
+  return v;
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
 void validate_serving(ValidationReport& report, const std::vector<results::ResultSet>& sets, const specs::SpecDb& specs,
                       const workloads::ModelCatalog& catalog, const std::vector<Calibration>& calibrations,
                       const std::vector<FrameworkProfile>& frameworks, const std::vector<std::string>& names) {
   const auto& framework = find_framework(frameworks, "gpuscout", "framework");
   for (std::size_t f = 0; f < sets.size(); ++f) {
     const auto& set = sets[f];
-    for (const auto& peak : set.records) {
+    const std::string file = f < names.size() ? names[f] : "result file";
+    for (const auto& load : set.records) {
+      if (load.benchmark != "serve" || load.key.rfind("serve/load/", 0) != 0) continue;
       const std::string suffix = "/server/peak";
-      if (peak.benchmark != "serve" || peak.key.size() < suffix.size() ||
-          peak.key.compare(peak.key.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      if (ends_with(load.key, suffix)) {
+        // Find-peak: the peak rate and the median TPOT of its first probe.
+        const auto* peak_rate = load.find_metric("peak_rate");
+        const std::string base = load.key.substr(0, load.key.size() - suffix.size());  // serve/load/MODEL/tpN
+        const auto first_probe = std::find_if(set.records.begin(), set.records.end(), [&](const results::Record& r) {
+          return r.key.rfind(base + "/server/probe_", 0) == 0;
+        });
+        if (!peak_rate || first_probe == set.records.end()) continue;
+        auto m = measured_load(set, *first_probe, base, specs, catalog, calibrations, framework);
+        if (!m) continue;
+        const double first_rate = first_probe->params.value("target_rate", 1.0);
+        const auto predicted = simulate_peak(m->ctx, m->setup, m->limits, m->q, first_rate);
+        report.rows.push_back(serving_row(load.key,
+                                          fmt::format("Server find-peak, p99 TTFT <= {} ms, p99 TPOT <= {} ms: {}",
+                                                      m->q.ttft_bound_ms, m->q.tpot_bound_ms, m->where),
+                                          peak_rate->value, predicted.peak_rate, "requests/s", *m, file));
+        if (const auto* tpot = first_probe->find_metric("tpot")) {
+          const auto at = simulate_server(m->ctx, m->setup, m->limits, m->q, first_rate);
+          report.rows.push_back(serving_row(first_probe->key,
+                                            fmt::format("median TPOT at {} requests/s: {}", first_rate, m->where),
+                                            tpot->value, at.tpot_ms.p50, "ms", *m, file));
+        }
         continue;
       }
-      const auto* peak_rate = peak.find_metric("peak_rate");
-      const std::string base = peak.key.substr(0, peak.key.size() - suffix.size());  // serve/load/MODEL/tpN
-      const std::string engine_key = "serve/engine" + base.substr(std::string("serve/load").size());
-      const results::Record* engine = nullptr;
-      const results::Record* first_probe = nullptr;
-      for (const auto& r : set.records) {
-        if (r.key == engine_key) engine = &r;
-        if (!first_probe && r.key.rfind(base + "/server/probe_", 0) == 0) first_probe = &r;
+      // A Concurrency point (.../concurrency/c<N>): its output tokens/s, the closed loop simulated with
+      // the same clients and measured request count.
+      const std::string scenario = load.params.value("scenario", "");
+      const auto* output = load.find_metric("output_tokens_per_s");
+      const auto clients = load.params.value("concurrency", 0);
+      const auto marker = load.key.rfind("/concurrency/c");
+      if (scenario != "concurrency" || !output || clients < 1 || marker == std::string::npos ||
+          load.outcome != results::Outcome::passed) {
+        continue;
       }
-      if (!peak_rate || !engine || !first_probe || set.gpus.empty() || set.gpus[0].spec_name.empty()) continue;
-      const auto& gpu = specs.get(set.gpus[0].spec_name);
-      const auto& info = catalog.get(peak.params.value("model", ""));
-      SpeedContext ctx;
-      ctx.gpu = &gpu;
-      ctx.calibration = calibration_for(gpu, calibrations);
-      ctx.framework = framework;
-      // The engine as it ran: files from before the pruned last layer (session 16) do not say so.
-      ctx.framework.prunes_last_layer = engine->params.value("last_layer_pruned", false);
-      InferenceSetup setup;
-      setup.arch = info.arch;
-      setup.par.tp = peak.params.value("tp", std::int64_t{1});
-      setup.weights = parse_quantization(peak.params.value("dtype", "bf16"), "dtype");
-      EngineLimits limits;
-      limits.max_running = engine->params.value("max_running", limits.max_running);
-      // The load run's own step budget where its records carry it; older result files carry only the
-      // engine's, which was then also the budget.
-      limits.max_step_tokens =
-          peak.params.value("max_step_tokens", engine->params.value("max_step_tokens", limits.max_step_tokens));
-      limits.block_size = engine->params.value("kv_block_size", limits.block_size);
-      QueueingSettings q;
-      q.isl = peak.params.value("input_tokens", 0);
-      q.osl = peak.params.value("output_tokens", 0);
-      q.ttft_bound_ms = peak.params.value("ttft_bound_ms", 0.0);
-      q.tpot_bound_ms = peak.params.value("tpot_bound_ms", 0.0);
-      q.warmup_requests = first_probe->params.value("warmup_requests", q.warmup_requests);
-      const double first_rate = first_probe->params.value("target_rate", 1.0);
-      const std::string where = fmt::format("{} TP{} on {} x {}, ISL {} / OSL {}", info.name, setup.par.tp,
-                                            setup.par.tp, gpu.name, q.isl, q.osl);
-      const std::string source = fmt::format("{} ({})", f < names.size() ? names[f] : "result file", peak.key);
-      const std::string cal = fmt::format("{}, framework gpuscout", ctx.calibration.tier);
-      const auto predicted = simulate_peak(ctx, setup, limits, q, first_rate);
-      ValidationRow v;
-      v.id = peak.key;
-      v.category = "own_serving";
-      v.what = fmt::format("Server find-peak, p99 TTFT <= {} ms, p99 TPOT <= {} ms: {}", q.ttft_bound_ms,
-                           q.tpot_bound_ms, where);
-      v.measured = peak_rate->value;
-      v.predicted = predicted.peak_rate;
-      v.unit = "requests/s";
-      v.calibration = cal;
-      v.source = source;
-      report.rows.push_back(v);
-      if (const auto* tpot = first_probe->find_metric("tpot")) {
-        const auto at = simulate_server(ctx, setup, limits, q, first_rate);
-        v.id = first_probe->key;
-        v.what = fmt::format("median TPOT at {} requests/s: {}", first_rate, where);
-        v.measured = tpot->value;
-        v.predicted = at.tpot_ms.p50;
-        v.unit = "ms";
-        v.source = fmt::format("{} ({})", f < names.size() ? names[f] : "result file", first_probe->key);
-        report.rows.push_back(v);
-      }
+      auto m = measured_load(set, load, load.key.substr(0, marker), specs, catalog, calibrations, framework);
+      if (!m) continue;
+      m->q.min_requests = std::max(1, load.params.value("requests", m->q.min_requests));
+      m->q.min_duration_s = 0;  // the measured count already is what the run's duration gave
+      const auto predicted = simulate_concurrency(m->ctx, m->setup, m->limits, m->q, clients);
+      report.rows.push_back(serving_row(load.key,
+                                        fmt::format("output tokens/s with {} request{} in flight (closed loop): {}",
+                                                    clients, clients == 1 ? "" : "s", m->where),
+                                        output->value, predicted.output_tokens_per_s, "tokens/s", *m, file));
     }
   }
   report.summarize();

@@ -161,6 +161,25 @@ TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredFindPeakRuns) {
   EXPECT_NEAR(report.mape_pct.at("own_serving"), 5.2, 1.0);
 }
 
+// The concurrency sweep of session 17 (1..128 requests in flight, 512/128, one H200): each point's
+// output tokens/s against the closed loop simulated with the same clients and request count. Pinned
+// like the find-peak rows; nothing was tuned to them.
+TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredConcurrencySweep) {
+  const std::string name = "bench/results/h200-serve-concurrency-s17-20261201.json";
+  const auto set = results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / name);
+  ValidationReport report;
+  validate_serving(report, {set}, *specs_, *catalog_, *calibrations_, *frameworks_, {name});
+  ASSERT_EQ(report.count.at("own_serving"), 8u);
+  EXPECT_EQ(report.rows[0].id, "serve/load/llama-3.1-8b/tp1/concurrency/c1");
+  EXPECT_EQ(report.rows[7].id, "serve/load/llama-3.1-8b/tp1/concurrency/c128");
+  for (std::size_t i = 1; i < report.rows.size(); ++i) {
+    EXPECT_GT(report.rows[i].measured, report.rows[i - 1].measured) << report.rows[i].id;
+    EXPECT_GT(report.rows[i].predicted, report.rows[i - 1].predicted) << report.rows[i].id;
+  }
+  EXPECT_NEAR(report.rows[5].measured, 3931.8, 0.1);  // 32 in flight
+  EXPECT_NEAR(report.mape_pct.at("own_serving"), 3.5, 1.0);
+}
+
 // A run of the engine with its last layer pruned in prefill steps (session 16) is predicted with the
 // pruning, read from its serve/engine record; the same file without that param (as every file from
 // before then) is predicted without it, i.e. with slower prefill and so no higher a peak.
