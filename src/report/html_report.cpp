@@ -638,7 +638,7 @@ double offered_load(const Record& r) {
 
 std::string offered_load_text(const Record& r) {
   if (auto rate = number_param(r.params, {"target_rate"})) return format_metric(*rate) + " requests/s";
-  if (auto clients = number_param(r.params, {"concurrency"})) return format_metric(*clients) + " in flight";
+  if (auto clients = number_param(r.params, {"concurrency"})) return fmt::format("{:g} in flight", *clients);
   return "n/a";
 }
 
