@@ -78,7 +78,7 @@ struct ServeFlags {
   int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0, max_step_tokens = 0;
   std::int64_t kv_blocks = 0;
   std::uint64_t seed = 1;
-  double duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0;
+  double duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0, range_ratio = 0;
   bool find_peak = false;
   std::vector<std::pair<std::string, CLI::Option*>> options;  // flag name -> option, to see which were given
   bool given(const std::string& name) const { return flag_given(options, name); }
@@ -222,7 +222,7 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
   const bool any_load_flag = s.given("scenario") || s.find_peak || s.given("rate") || s.given("concurrency");
   if (!any_load_flag) {
     for (const char* name :
-         {"requests", "duration-s", "lengths", "ttft-ms", "tpot-ms", "warmup", "seed", "max-run-s"}) {
+         {"requests", "duration-s", "lengths", "range-ratio", "ttft-ms", "tpot-ms", "warmup", "seed", "max-run-s"}) {
       if (s.given(name)) {
         throw UsageError(fmt::format(
             "--{}: applies to the load scenario; add --scenario offline|server|single-stream|concurrency (or "
@@ -298,7 +298,13 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
                         "or JSON Lines with those keys)",
                         s.lengths));
       }
+      if (s.given("range-ratio")) {
+        throw UsageError("--range-ratio: spreads --isl/--osl; the lengths of a --lengths file are used as they are");
+      }
       load.lengths = serve::read_length_file(s.lengths);
+    } else if (s.given("range-ratio")) {
+      o.range_ratio = s.range_ratio;
+      load.lengths = serve::uniform_lengths(o.isl, o.osl, s.range_ratio);
     } else {
       load.lengths.input_min = load.lengths.input_max = o.isl;
       load.lengths.output_min = load.lengths.output_max = o.osl;
@@ -743,6 +749,9 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   serve_flag("requests", sf.requests, "serve: measured requests of the load scenario at least (default 64)");
   serve_flag("duration-s", sf.duration_s, "serve: measured seconds of the load scenario at least");
   serve_flag("lengths", sf.lengths, "serve: request lengths from a CSV (input_tokens,output_tokens) or JSONL file");
+  serve_flag("range-ratio", sf.range_ratio,
+             "serve: load-run lengths uniform in [L(1 - R), L(1 + R)] around --isl and --osl, seeded by --seed "
+             "(vLLM's --random-range-ratio; default 0: fixed)");
   serve_flag("ttft-ms", sf.ttft_ms, "serve: p99 time-to-first-token bound, ms (VALID/INVALID, goodput)");
   serve_flag("tpot-ms", sf.tpot_ms, "serve: p99 time-per-output-token bound, ms");
   serve_flag("warmup", sf.warmup, "serve: warm-up requests issued first, not measured (default 4; offline 0)");

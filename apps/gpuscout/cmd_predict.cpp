@@ -45,6 +45,7 @@ struct InferOptions : CommonOptions {
   std::string kv_precision = "bf16";
   std::optional<double> rate;      // server: simulate at this many requests/s
   std::optional<int> concurrency;  // server: simulate a closed loop of this many requests in flight
+  double range_ratio = 0;          // server: lengths uniform in [L(1 - r), L(1 + r)]
   double sim_duration_s = 15;
   int max_running = 256, max_step_tokens = 8192;
 };
@@ -243,6 +244,7 @@ std::vector<Table> queueing_tables(const model::SpeedContext& sc, const model::I
   model::QueueingSettings q;
   q.isl = static_cast<int>(o.isl);
   q.osl = static_cast<int>(o.osl);
+  q.range_ratio = o.range_ratio;
   q.ttft_bound_ms = o.ttft_ms;
   q.tpot_bound_ms = o.tpot_ms;
   q.min_duration_s = o.sim_duration_s;
@@ -327,6 +329,8 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
   if (o.rate && o.mode != "server") throw UsageError("--rate: only with --mode server");
   if (o.rate && !(*o.rate > 0)) throw UsageError(fmt::format("--rate: must be above 0 requests/s, got {}", *o.rate));
   if (o.concurrency && o.mode != "server") throw UsageError("--concurrency: only with --mode server");
+  if (o.range_ratio != 0 && o.mode != "server") throw UsageError("--range-ratio: only with --mode server");
+  (void)serve::uniform_lengths(1, 1, o.range_ratio);  // a usage error naming --range-ratio unless in [0, 1)
   if (o.concurrency && *o.concurrency < 1) {
     throw UsageError(fmt::format("--concurrency: must be at least 1 request in flight, got {}", *o.concurrency));
   }
@@ -547,6 +551,9 @@ void register_predict_command(CLI::App& app, AppContext& ctx) {
   infer->add_option("--concurrency", io->concurrency,
                     "server: simulate a closed loop of this many requests in flight (all replicas), as `bench "
                     "--concurrency` measures");
+  infer->add_option("--range-ratio", io->range_ratio,
+                    "server: simulated lengths uniform in [L(1 - R), L(1 + R)] around --isl/--osl, as `bench "
+                    "--range-ratio` (default 0: fixed)");
   infer->add_option("--sim-duration-s", io->sim_duration_s, "server: seconds of arrivals per simulated probe (15)");
   infer->add_option("--max-running", io->max_running, "server: sequences the engine batches at most (256)");
   infer->add_option("--max-step-tokens", io->max_step_tokens, "server: tokens per engine step (8192)");

@@ -109,9 +109,7 @@ serve::LoadSettings server_settings(const QueueingSettings& q, double rate, int 
   serve::LoadSettings s;
   s.scenario = serve::Scenario::server;
   s.target_rate = rate;
-  s.lengths.kind = serve::LengthSpec::Kind::fixed;
-  s.lengths.input_min = s.lengths.input_max = q.isl;
-  s.lengths.output_min = s.lengths.output_max = q.osl;
+  s.lengths = serve::uniform_lengths(q.isl, q.osl, q.range_ratio);
   s.seed = q.seed;
   s.min_requests = q.min_requests;
   s.min_duration_s = q.min_duration_s;

@@ -311,6 +311,7 @@ std::optional<MeasuredLoad> measured_load(const results::ResultSet& set, const r
   m.limits.block_size = engine->params.value("kv_block_size", m.limits.block_size);
   m.q.isl = load.params.value("input_tokens", 0);
   m.q.osl = load.params.value("output_tokens", 0);
+  m.q.range_ratio = load.params.value("range_ratio", 0.0);
   m.q.ttft_bound_ms = load.params.value("ttft_bound_ms", 0.0);
   m.q.tpot_bound_ms = load.params.value("tpot_bound_ms", 0.0);
   m.q.warmup_requests = load.params.value("warmup_requests", m.q.warmup_requests);

@@ -46,6 +46,27 @@ Scenario scenario_from_string(const std::string& text) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Lengths
+
+LengthSpec uniform_lengths(int input, int output, double range_ratio) {
+  if (!(range_ratio >= 0 && range_ratio < 1)) {
+    throw UsageError(fmt::format(
+        "--range-ratio must be in [0, 1): lengths uniform in [L(1 - R), L(1 + R)] around --isl/--osl, got {}",
+        range_ratio));
+  }
+  LengthSpec l;
+  l.kind = range_ratio > 0 ? LengthSpec::Kind::uniform : LengthSpec::Kind::fixed;
+  auto spread = [&](int n, double sign) {
+    return std::max(1, static_cast<int>(std::floor(n * (1 + sign * range_ratio))));
+  };
+  l.input_min = spread(input, -1);
+  l.input_max = spread(input, +1);
+  l.output_min = spread(output, -1);
+  l.output_max = spread(output, +1);
+  return l;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Request timings and percentiles
 
 double RequestTiming::ttft_ms() const {

@@ -75,6 +75,12 @@ gpuscout_cli_test(predict_infer_server_queueing 0 --stdout-contains "ttft_p99" -
 gpuscout_cli_test(predict_concurrency 0 --stdout-contains "concurrency_tpot_p99" --stdout-contains "with 16 requests in flight"
                   -- --format csv predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 512 --osl 128
                   --mode server --ttft-ms 1000 --tpot-ms 50 --concurrency 16 --sim-duration-s 5)
+gpuscout_cli_test(predict_concurrency_range_ratio 0 --stdout-contains "concurrency_output_throughput"
+                  -- --format csv predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 512 --osl 128
+                  --mode server --ttft-ms 1000 --tpot-ms 50 --concurrency 16 --range-ratio 0.5 --sim-duration-s 5)
+gpuscout_cli_test(predict_range_ratio_bad 2 --stdout-empty --stderr-contains "--range-ratio must be in"
+                  -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 128 --osl 128 --mode server
+                  --ttft-ms 500 --range-ratio 1.5)
 gpuscout_cli_test(predict_concurrency_needs_server 2 --stdout-empty --stderr-contains "--concurrency: only with --mode server"
                   -- predict infer --model llama-3.1-8b --gpu h200 --gpus 1 --isl 128 --osl 128 --concurrency 4)
 gpuscout_cli_test(predict_concurrency_zero 2 --stdout-empty --stderr-contains "--concurrency: must be at least 1"

@@ -34,6 +34,12 @@ gpuscout_cli_test(bench_serve_concurrency_needs_count 2 --stdout-empty --stderr-
                   -- bench --only serve --scenario concurrency)
 gpuscout_cli_test(bench_serve_concurrency_not_offline 2 --stdout-empty --stderr-contains "does not apply to --scenario offline"
                   -- bench --only serve --scenario offline --concurrency 4)
+gpuscout_cli_test(bench_serve_range_ratio_one 2 --stdout-empty --stderr-contains "--range-ratio must be in"
+                  -- bench --only serve --concurrency 8 --range-ratio 1)
+gpuscout_cli_test(bench_serve_range_ratio_with_file 2 --stdout-empty --stderr-contains "--range-ratio: spreads --isl/--osl"
+                  -- bench --only serve --concurrency 8 --range-ratio 0.5 --lengths ${CMAKE_CURRENT_LIST_FILE})
+gpuscout_cli_test(bench_serve_range_ratio_needs_scenario 2 --stdout-empty --stderr-contains "--range-ratio: applies to the load scenario"
+                  -- bench --only serve --range-ratio 0.5)
 gpuscout_cli_test(bench_serve_server_needs_rate 2 --stdout-empty --stderr-contains "--rate"
                   -- bench --only serve --scenario server)
 gpuscout_cli_test(bench_serve_beyond_context 2 --stdout-empty --stderr-contains "context"

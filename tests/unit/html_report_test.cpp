@@ -178,8 +178,7 @@ TEST(HtmlReport, ServeLoadRunDrawsLatencyThroughputCharts) {
 // The committed concurrency sweep (session 17): 1..128 requests in flight, 128 broke the 1000 ms p99 TTFT
 // bound. Its points are labelled and ordered by the clients in flight (records carry no rate).
 TEST(HtmlReport, ServeConcurrencySweepIsOrderedByClients) {
-  const std::string file =
-      std::string(GPUSCOUT_SOURCE_DIR) + "/bench/results/h200-serve-concurrency-s17-20261201.json";
+  const std::string file = std::string(GPUSCOUT_SOURCE_DIR) + "/bench/results/h200-serve-concurrency-s17-20261201.json";
   const std::string html = render_html_report({{file, results::read_result_file(file)}}, {});
   EXPECT_NE(html.find("Llama-3.1-8B TP1, concurrency scenario"), std::string::npos);
   EXPECT_NE(html.find("id=\"chart-serve-0-ttft_p99-title\""), std::string::npos);

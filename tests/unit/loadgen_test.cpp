@@ -661,6 +661,46 @@ TEST(LoadgenLengths, UniformIsSeededAndInRange) {
   for (int v = 2; v <= 4; ++v) EXPECT_GT(seen_out[v], 60) << v;
 }
 
+TEST(LoadgenLengths, RangeRatioAsVllm) {
+  const LengthSpec l = uniform_lengths(512, 128, 0.5);
+  EXPECT_EQ(l.kind, LengthSpec::Kind::uniform);
+  EXPECT_EQ(l.input_min, 256);
+  EXPECT_EQ(l.input_max, 768);
+  EXPECT_EQ(l.output_min, 64);
+  EXPECT_EQ(l.output_max, 192);
+  const LengthSpec odd = uniform_lengths(100, 3, 0.25);  // floors: 75..125, 2..3
+  EXPECT_EQ(odd.input_min, 75);
+  EXPECT_EQ(odd.input_max, 125);
+  EXPECT_EQ(odd.output_min, 2);
+  EXPECT_EQ(odd.output_max, 3);
+  const LengthSpec tiny = uniform_lengths(1, 1, 0.9);  // never below one token
+  EXPECT_EQ(tiny.input_min, 1);
+  EXPECT_EQ(tiny.output_min, 1);
+  const LengthSpec fixed_lengths = uniform_lengths(512, 128, 0);
+  EXPECT_EQ(fixed_lengths.kind, LengthSpec::Kind::fixed);
+  EXPECT_EQ(fixed_lengths.input_max, 512);
+  for (double bad : {-0.1, 1.0, 2.0}) {
+    EXPECT_NE(usage_message([&] { uniform_lengths(512, 128, bad); }).find("--range-ratio must be in [0, 1)"),
+              std::string::npos)
+        << bad;
+  }
+  // A closed loop of spread lengths falls out of phase: the second wave no longer arrives at one time.
+  LoadSettings settings = closed_loop(4, 16, 8);
+  settings.lengths = uniform_lengths(10, 16, 0.5);
+  VirtualClock clock;
+  BatchServer sut(clock, 8, kStep);
+  const LoadSummary s = run_load(sut, clock, settings);
+  ASSERT_EQ(s.timings.size(), 8u);
+  std::vector<double> second_wave;
+  for (std::size_t i = 4; i < 8; ++i) second_wave.push_back(s.timings[i].arrival_s);
+  EXPECT_GT(*std::max_element(second_wave.begin(), second_wave.end()),
+            *std::min_element(second_wave.begin(), second_wave.end()));
+  for (const RequestTiming& r : s.timings) {
+    EXPECT_GE(r.output_tokens, 8);
+    EXPECT_LE(r.output_tokens, 24);
+  }
+}
+
 TEST(LoadgenLengths, CsvAndJsonlFiles) {
   const auto csv = temp_file(
       "lengths.csv", "# from a trace\r\nid,input_tokens,output_tokens\r\n1,128,16\r\n\r\n2, 256 ,32\r\n3,\"64\",8\r\n");

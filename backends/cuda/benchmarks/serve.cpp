@@ -401,8 +401,15 @@ nlohmann::ordered_json load_params(const Run& run, const serve::LoadSettings& s)
   if (s.lengths.kind == serve::LengthSpec::Kind::from_file) {
     p["lengths"] = s.lengths.source;
   } else {
-    p["input_tokens"] = s.lengths.input_min;
-    p["output_tokens"] = s.lengths.output_min;
+    // Uniform lengths (--range-ratio) keep the nominal --isl/--osl here, their range beside them.
+    p["input_tokens"] = run.o.isl;
+    p["output_tokens"] = run.o.osl;
+    if (s.lengths.kind == serve::LengthSpec::Kind::uniform) {
+      p["lengths"] = "uniform";
+      p["range_ratio"] = run.o.range_ratio;
+      p["input_tokens_range"] = {s.lengths.input_min, s.lengths.input_max};
+      p["output_tokens_range"] = {s.lengths.output_min, s.lengths.output_max};
+    }
   }
   return p;
 }

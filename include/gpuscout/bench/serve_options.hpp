@@ -26,6 +26,7 @@ struct ServeOptions {
   std::vector<int> decode_batches{1, 8, 32};                // --serve-batch: decode roofline cases
   std::vector<int> prefill_tokens{8192};                    // --serve-prefill: one prompt of each length
   int isl = 512, osl = 128;  // decode context; static batch prompt/output lengths; fixed load lengths
+  double range_ratio = 0;    // --range-ratio: load lengths uniform in [L(1 - R), L(1 + R)]; 0: fixed
   // --scenario (or --find-peak, which implies server): the load-generator case; absent: not run.
   std::optional<serve::LoadSettings> load;
   // The load points of that run: --rate R1,R2,... (Server) or --concurrency N1,N2,... (Concurrency),

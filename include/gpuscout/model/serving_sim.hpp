@@ -59,6 +59,7 @@ infer::SchedulerConfig engine_scheduler_config(const SpeedContext& ctx, const In
 
 struct QueueingSettings {
   int isl = 0, osl = 0;
+  double range_ratio = 0;  // lengths uniform in [L(1 - r), L(1 + r)] (serve::uniform_lengths); 0: fixed
   double ttft_bound_ms = 0, tpot_bound_ms = 0;
   std::uint64_t seed = 1;
   int warmup_requests = 4;     // as the measured find-peak runs
