@@ -287,8 +287,10 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
     load.ttft_bound_ms = s.ttft_ms;
     load.tpot_bound_ms = s.tpot_ms;
     load.gpus = o.tp;
-    // Arrival-driven scenarios skip their first requests by default: the engine warms up there.
-    load.warmup_requests = s.given("warmup") ? s.warmup : (load.scenario == serve::Scenario::offline ? 0 : 4);
+    // Arrival-driven scenarios skip their first requests by default (the engine warms up there), a
+    // closed loop its first wave (each point of a sweep its own: load_case).
+    o.default_warmup = !s.given("warmup");
+    load.warmup_requests = s.given("warmup") ? s.warmup : serve::default_warmup(load.scenario, load.concurrency);
     load.seed = s.seed;
     if (s.given("max-run-s")) load.max_run_s = s.max_run_s;
     if (s.given("lengths")) {

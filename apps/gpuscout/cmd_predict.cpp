@@ -270,7 +270,9 @@ std::vector<Table> queueing_tables(const model::SpeedContext& sc, const model::I
   if (o.concurrency) {
     // The clients spread evenly over the replicas (rounded up: a replica never has fewer than its share).
     const int per_replica = std::max(1, static_cast<int>(std::ceil(*o.concurrency / replicas)));
-    const auto r = model::simulate_concurrency(sc, setup, limits, q, per_replica);
+    model::QueueingSettings closed = q;
+    closed.warmup_requests = serve::default_warmup(serve::Scenario::concurrency, per_replica);
+    const auto r = model::simulate_concurrency(sc, setup, limits, closed, per_replica);
     const std::string at = fmt::format("with {} request{} in flight{}", *o.concurrency, *o.concurrency == 1 ? "" : "s",
                                        replicas > 1 ? fmt::format(" ({} per replica)", per_replica) : "");
     add_figure(t, "concurrency", *o.concurrency, "requests", 0,

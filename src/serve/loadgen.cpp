@@ -45,6 +45,17 @@ Scenario scenario_from_string(const std::string& text) {
       fmt::format("--scenario: unknown scenario '{}' (expected offline, server, single-stream or concurrency)", text));
 }
 
+int default_warmup(Scenario scenario, int concurrency) {
+  switch (scenario) {
+    case Scenario::offline:
+      return 0;
+    case Scenario::concurrency:
+      return std::max(4, concurrency);
+    default:
+      return 4;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lengths
 

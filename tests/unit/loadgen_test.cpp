@@ -412,6 +412,14 @@ TEST(LoadgenConcurrency, MinimumDurationAndWarmup) {
   EXPECT_EQ(most_in_flight(s.timings), 2);
 }
 
+TEST(LoadgenWarmup, DefaultsPerScenario) {
+  EXPECT_EQ(default_warmup(Scenario::offline, 0), 0);
+  EXPECT_EQ(default_warmup(Scenario::server, 0), 4);
+  EXPECT_EQ(default_warmup(Scenario::single_stream, 1), 4);
+  EXPECT_EQ(default_warmup(Scenario::concurrency, 2), 4);
+  EXPECT_EQ(default_warmup(Scenario::concurrency, 128), 128);  // the first wave
+}
+
 TEST(LoadgenWarmup, ExcludedFromEveryMetric) {
   // Warm-up rows first: 100 output tokens each; measured rows 16.
   const auto path = temp_file("warmup.csv", "input_tokens,output_tokens\n10,100\n10,100\n10,16\n");

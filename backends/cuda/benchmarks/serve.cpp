@@ -476,7 +476,11 @@ void load_case(Run& run, ci::CudaEngine& engine) {
     if (s.scenario == serve::Scenario::server && run.o.rates.size() > 1) {
       for (double rate : run.o.rates) points.emplace_back(s).target_rate = rate;
     } else if (s.scenario == serve::Scenario::concurrency && run.o.concurrencies.size() > 1) {
-      for (int clients : run.o.concurrencies) points.emplace_back(s).concurrency = clients;
+      for (int clients : run.o.concurrencies) {
+        serve::LoadSettings& point = points.emplace_back(s);
+        point.concurrency = clients;
+        if (run.o.default_warmup) point.warmup_requests = serve::default_warmup(point.scenario, clients);
+      }
     }
     if (!run.o.find_peak && points.empty()) {
       const std::string key = s.scenario == serve::Scenario::server ? fmt::format("{}/rate_{:g}", prefix, s.target_rate)

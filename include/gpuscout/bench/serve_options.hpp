@@ -34,6 +34,7 @@ struct ServeOptions {
   // per point, each passed whether VALID or not (serve::sweep_records).
   std::vector<double> rates;
   std::vector<int> concurrencies;
+  bool default_warmup = true;  // no --warmup: each point's warm-up is serve::default_warmup's
   bool find_peak = false;
   serve::PeakSearch peak;
   std::int64_t kv_blocks = 0;  // --kv-blocks: cap on the engine's KV-cache blocks; 0: as memory allows

@@ -55,6 +55,11 @@ struct LoadSettings {
   double max_run_s = 600;     // a run still busy after this many clock seconds stops, marked invalid
   int gpus = 1;               // per-GPU throughput divides by this
 };
+// Warm-up requests when --warmup is not given: none Offline; 4 for Server and SingleStream (the
+// engine warms up under the first arrivals); max(4, N) for Concurrency, the first wave: all N
+// clients start at once, so their first requests are the loop's start-up burst, not its steady state.
+int default_warmup(Scenario scenario, int concurrency);
+
 // Throws UsageError naming the flag (--rate, --concurrency, --isl, --osl, --ttft-ms, --tpot-ms,
 // --requests, --warmup, --duration-s, --max-run-s, --gpus) when a setting is impossible. run_load calls it.
 void validate(const LoadSettings& settings);
