@@ -12,6 +12,7 @@
 #include "gpuscout/report/html_report.hpp"
 #include "gpuscout/results/result_json.hpp"
 #include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/tco/tco.hpp"
 #include "gpuscout/util/file.hpp"
 #include "gpuscout/version.hpp"
 #include "history_cli.hpp"
@@ -62,6 +63,14 @@ void run_report(AppContext& ctx, const ReportFlags& flags) {
     // Peaks recorded in the result files still show; only spec lookups are lost.
     fmt::print(stderr, "gpuscout: warning: spec database not loaded ({}); spec peaks only from the records\n",
                e.what());
+  }
+  std::optional<tco::TcoDefaults> tco_defaults;
+  try {
+    tco_defaults = tco::TcoDefaults::load(ctx.data());
+    options.tco = &*tco_defaults;
+  } catch (const Error& e) {
+    // Load points are then shown without their cost per token.
+    fmt::print(stderr, "gpuscout: warning: TCO defaults not loaded ({}); no cost per token in the report\n", e.what());
   }
   const std::string html = report::render_html_report(inputs, options);
   if (flags.output == "-") {

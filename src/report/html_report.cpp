@@ -1,6 +1,7 @@
 #include "gpuscout/report/html_report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,8 @@
 #include "gpuscout/bench/gemm_shapes.hpp"
 #include "gpuscout/report/svg_chart.hpp"
 #include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/tco/tco.hpp"
+#include "gpuscout/util/error.hpp"
 
 namespace gpuscout::report {
 namespace {
@@ -647,7 +650,59 @@ bool probe_valid(const Record& r) {
   return passed(r) && (it == r.extra.end() || !it->is_boolean() || it->get<bool>());
 }
 
-std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
+// What a GPU-hour of the run's GPU type costs, owned (the TCO model's defaults) and rented on demand, to
+// price a load point's output tokens; either may be absent (no spec, no purchase or cloud price).
+struct ServeCostBasis {
+  std::optional<tco::WayToPay> own, rent;
+  std::string note;
+};
+
+ServeCostBasis serve_cost_basis(const ResultSet& result, const ReportOptions& options) {
+  ServeCostBasis basis;
+  const specs::GpuSpec* spec = spec_of(result, options);
+  if (spec == nullptr || options.tco == nullptr) return basis;
+  try {
+    const tco::TcoInputs inputs = tco::TcoInputs::resolve(*options.tco, *spec);
+    const tco::TcoResult r = tco::compute_tco(inputs, 1);
+    for (const tco::WayToPay& way : tco::ways_to_pay(r)) {
+      if (way.way == "own") {
+        try {
+          inputs.require_purchase_price();
+          basis.own = way;
+        } catch (const gpuscout::Error&) {  // no purchase price: owning cannot be priced
+        }
+      } else if (!basis.rent && !way.contract) {
+        basis.rent = way;
+      }
+    }
+    if (basis.own || basis.rent) {
+      std::vector<std::string> prices;
+      if (basis.own) {
+        prices.push_back(fmt::format("owned, {} USD per useful hour (TCO defaults: {} years, {}% utilization)",
+                                     format_number(basis.own->usd_per_useful_gpu_hr, 3), format_number(r.years, 0),
+                                     format_number(inputs.get("utilization") * 100, 0)));
+      }
+      if (basis.rent) {
+        prices.push_back(fmt::format("{}, {} USD ({})", basis.rent->way,
+                                     format_number(basis.rent->usd_per_useful_gpu_hr, 3), basis.rent->source));
+      }
+      basis.note = fmt::format(
+          "USD per million output tokens = the price of a GPU-hour x the run's GPUs / the output tokens of that "
+          "hour (all GPU time is charged to output tokens). A {} GPU-hour: {}. Every TCO input: gpuscout tco "
+          "--gpu '{}'.",
+          spec->name, fmt::format("{}", fmt::join(prices, "; ")), spec->name);
+    }
+  } catch (const gpuscout::Error&) {  // incomplete cost data for this GPU: the columns say n/a
+  }
+  return basis;
+}
+
+std::string usd_per_mtok_text(const std::optional<tco::WayToPay>& way, double gpus, double output_tokens_per_s) {
+  if (!way || !(gpus > 0) || !(output_tokens_per_s > 0)) return "n/a";
+  return format_number(tco::usd_per_mtok(way->usd_per_useful_gpu_hr, gpus, output_tokens_per_s), 3);
+}
+
+std::optional<Section> serve_section(const std::vector<ReportInput>& inputs, const ReportOptions& options) {
   std::vector<ServeGroup> groups;
   HtmlTable steps;
   steps.cols = {
@@ -743,7 +798,10 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
                    {"p99 TTFT ms", true},
                    {"p99 TPOT ms", true},
                    {"Result"},
-                   {"Why invalid"}};
+                   {"Why invalid"},
+                   {"Own USD/Mtok out", true},
+                   {"On-demand USD/Mtok out", true}};
+    const ServeCostBasis cost = serve_cost_basis(inputs[g.input].result, options);
     for (const Record* p : g.probes) {
       std::string why;
       if (p->extra.contains("invalid_reasons")) {
@@ -751,13 +809,18 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs) {
           why += (why.empty() ? "" : "; ") + (reason.is_string() ? reason.get<std::string>() : reason.dump());
       }
       const bool valid = probe_valid(*p);
+      const double output = metric_value(*p, "output_tokens_per_s");
+      const double gpus =
+          !p->gpus.empty() ? static_cast<double>(p->gpus.size()) : number_param(p->params, {"tp"}).value_or(kNaN);
       probes.add_row(
           {split_key(p->key).back(), offered_load_text(*p), format_metric(metric_value(*p, "requests_per_s")),
-           format_metric(metric_value(*p, "output_tokens_per_s")), format_metric(metric_value(*p, "ttft_p99")),
-           format_metric(metric_value(*p, "tpot_p99")), valid ? "VALID" : "INVALID", why},
+           format_metric(output), format_metric(metric_value(*p, "ttft_p99")),
+           format_metric(metric_value(*p, "tpot_p99")), valid ? "VALID" : "INVALID", why,
+           usd_per_mtok_text(cost.own, gpus, output), usd_per_mtok_text(cost.rent, gpus, output)},
           {"", "", "", "", "", "", valid ? "outcome outcome-passed" : "outcome outcome-failed"});
     }
     s.body += probes.render();
+    if (!cost.note.empty()) appendf(s.body, "<p class=\"lede\">{}</p>\n", esc(cost.note));
     if (g.peak != nullptr) {
       const double peak = metric_value(*g.peak, "peak_rate");
       if (std::isfinite(peak))
@@ -1253,7 +1316,7 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const Rep
   if (auto s = transfer_section(inputs)) sections.push_back(std::move(*s));
   if (auto s = p2p_section(inputs)) sections.push_back(std::move(*s));
   if (auto s = collective_section(inputs)) sections.push_back(std::move(*s));
-  if (auto s = serve_section(inputs)) sections.push_back(std::move(*s));
+  if (auto s = serve_section(inputs, options)) sections.push_back(std::move(*s));
   sections.push_back(summary_section(inputs));
   sections.push_back(provenance_section(inputs));
   sections.push_back(definitions_section());

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <regex>
 
+#include "gpuscout/data/data_source.hpp"
 #include "gpuscout/report/html_report.hpp"
 #include "gpuscout/results/result_json.hpp"
+#include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/tco/tco.hpp"
 
 namespace gpuscout::report {
 namespace {
@@ -187,6 +190,46 @@ TEST(HtmlReport, ServeConcurrencySweepIsOrderedByClients) {
   EXPECT_NE(html.find("<td class=\"num\">128 in flight</td>"), std::string::npos);
   EXPECT_LT(html.find("<td>c2</td>"), html.find("<td>c16</td>"));
   EXPECT_LT(html.find("<td>c64</td>"), html.find("<td>c128</td>"));
+}
+
+// With the spec database and the TCO defaults, each load point's output tokens are priced: owning the
+// H200 (the TCO model's price per useful GPU-hour) and renting it on demand, over the point's output
+// tokens per hour on its one GPU.
+TEST(HtmlReport, ServeLoadPointsArePricedPerMillionOutputTokens) {
+  const auto source = data::DataSource::embedded();
+  const auto specs = specs::SpecDb::load(source);
+  const auto defaults = tco::TcoDefaults::load(source);
+  const std::string file =
+      std::string(GPUSCOUT_SOURCE_DIR) + "/bench/results/h200-serve-concurrency-b-s17-20261201.json";
+  const auto set = results::read_result_file(file);
+  ReportOptions options;
+  options.specs = &specs;
+  options.tco = &defaults;
+  const std::string html = render_html_report({{file, set}}, options);
+  EXPECT_NE(html.find(">Own USD/Mtok out</th>"), std::string::npos);
+  EXPECT_NE(html.find(">On-demand USD/Mtok out</th>"), std::string::npos);
+  EXPECT_NE(html.find("all GPU time is charged to output tokens"), std::string::npos);
+
+  const auto& gpu = specs.get("H200-SXM-141GB");
+  const auto inputs = tco::TcoInputs::resolve(defaults, gpu);
+  const auto costs = tco::ways_to_pay(tco::compute_tco(inputs, 1));
+  ASSERT_EQ(costs.front().way, "own");
+  const auto c32 = std::find_if(set.records.begin(), set.records.end(),
+                                [](const results::Record& r) { return r.key.ends_with("/concurrency/c32"); });
+  ASSERT_NE(c32, set.records.end());
+  const double output = c32->find_metric("output_tokens_per_s")->value;
+  const double own = tco::usd_per_mtok(costs.front().usd_per_useful_gpu_hr, 1, output);
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "<td class=\"num\">%.3f</td>", own);
+  EXPECT_NE(html.find(cell), std::string::npos) << cell;
+  EXPECT_GT(own, 0.05);  // an H200 at ~3900 output tokens/s: cents to a dollar per million, not fractions
+  EXPECT_LT(own, 2.0);
+
+  // Without the TCO defaults the columns say n/a and no cost note is written.
+  options.tco = nullptr;
+  const std::string bare = render_html_report({{file, set}}, options);
+  EXPECT_EQ(bare.find("all GPU time is charged to output tokens"), std::string::npos);
+  EXPECT_NE(bare.find("<td class=\"num\">n/a</td>"), std::string::npos);
 }
 
 TEST(HtmlReport, ServeStepFiguresTable) {

@@ -15,6 +15,9 @@
 namespace gpuscout::specs {
 class SpecDb;
 }
+namespace gpuscout::tco {
+class TcoDefaults;
+}
 
 namespace gpuscout::report {
 
@@ -25,8 +28,11 @@ struct ReportInput {
 
 struct ReportOptions {
   std::string title = "gpuscout report";
-  std::string generator;                  // "gpuscout 0.1.0 (abc123)"; shown in the footer
-  const specs::SpecDb* specs = nullptr;   // spec peaks where a record does not carry its own
+  std::string generator;                 // "gpuscout 0.1.0 (abc123)"; shown in the footer
+  const specs::SpecDb* specs = nullptr;  // spec peaks where a record does not carry its own
+  // TCO defaults (data/tco.toml): with `specs`, the serving section prices each measured load point's
+  // output tokens (owning the GPU type, and renting it on demand).
+  const tco::TcoDefaults* tco = nullptr;
   std::vector<std::string> banner_notes;  // shown at the top, e.g. "example built from fixture data"
   // The advisor's result (kind "advise", `gpuscout advise --out`): a first section with the ranked
   // options, their reasons, a cost chart by TCO term, the rejections and which figures are measured.
