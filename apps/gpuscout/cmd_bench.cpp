@@ -756,7 +756,9 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
              "(vLLM's --random-range-ratio; default 0: fixed)");
   serve_flag("ttft-ms", sf.ttft_ms, "serve: p99 time-to-first-token bound, ms (VALID/INVALID, goodput)");
   serve_flag("tpot-ms", sf.tpot_ms, "serve: p99 time-per-output-token bound, ms");
-  serve_flag("warmup", sf.warmup, "serve: warm-up requests issued first, not measured (default 4; offline 0)");
+  serve_flag("warmup", sf.warmup,
+             "serve: warm-up requests issued first, not measured (default 4; offline 0; concurrency: the first wave, "
+             "max(4, N))");
   serve_flag("seed", sf.seed, "serve: seed of the Poisson arrivals (default 1)");
   serve_flag("max-run-s", sf.max_run_s, "serve: a load run still busy after this many seconds stops, INVALID (600)");
   serve_flag("kv-blocks", sf.kv_blocks, "serve: cap on the engine's KV-cache blocks (default: as memory allows)");

@@ -260,8 +260,8 @@ int clients(const LoadSettings& s) {
   }
 }
 
-// Requests that may be issued, lengths drawn in order. Server arrivals are fixed here; Offline and
-// SingleStream arrivals that depend on completions are filled in during the run.
+// Requests that may be issued, lengths drawn in order. Server arrivals are fixed here; Offline,
+// SingleStream and Concurrency arrivals that depend on completions are filled in during the run.
 std::vector<Planned> plan_requests(const LoadSettings& s, double t0) {
   Lengths lengths(s.lengths, s.seed);
   std::vector<Planned> plan;
@@ -299,8 +299,10 @@ std::vector<Planned> plan_requests(const LoadSettings& s, double t0) {
     case Scenario::concurrency: {
       // The first `in_flight` requests arrive at once, each later one when an earlier one finishes;
       // with a minimum duration the run may need up to max_requests, decided as it goes.
-      const int n = s.min_duration_s > 0 ? s.max_requests : needed;
+      // At least one request per client after the warm-up, or the loop never holds N in flight.
       const int in_flight = clients(s);
+      const int n = s.min_duration_s > 0 ? s.max_requests
+                                         : std::min(s.max_requests, std::max(needed, s.warmup_requests + in_flight));
       for (int i = 0; i < n; ++i) add(t0, i < in_flight);
       break;
     }

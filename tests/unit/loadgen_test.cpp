@@ -398,6 +398,15 @@ TEST(LoadgenConcurrency, MoreClientsThanTheBatchQueueAndBreakTheBound) {
   EXPECT_DOUBLE_EQ(s.goodput_fraction, 0.5);
 }
 
+TEST(LoadgenConcurrency, FewerRequestsThanClientsStillFillTheLoop) {
+  // 2 requests asked for, 8 clients: each client issues one, so 8 are in flight and measured.
+  VirtualClock clock;
+  BatchServer sut(clock, 8, kStep);
+  const LoadSummary s = run_load(sut, clock, closed_loop(8, 16, 2));
+  EXPECT_EQ(s.requests, 8);
+  EXPECT_EQ(most_in_flight(s.timings), 8);
+}
+
 TEST(LoadgenConcurrency, MinimumDurationAndWarmup) {
   VirtualClock clock;
   BatchServer sut(clock, 8, kStep);
