@@ -12,7 +12,8 @@
 //                                     start-up time, decode step time at batch 1/8/32 against the
 //                                     HBM roofline (copy bandwidth measured here), prefill steps of
 //                                     1 x 8192 and 16 x 512 tokens in executed TFLOP/s against a cuBLASLt
-//                                     8192^3 BF16 GEMM
+//                                     8192^3 BF16 GEMM, and mixed steps (32 decodes + a 64..2048-token
+//                                     prompt) against decode-only steps and the prompt alone
 //
 // Tolerance: the engine and the reference round to BF16 at the same points, so they differ only
 // by FP32 accumulation order (cuBLASLt tiles, split-K, flash-decoding's split softmax vs a plain
@@ -647,6 +648,66 @@ int bench(const std::string& model, const BenchFlags& flags) {
   };
   prefill(1, 8192);
   prefill(16, 512);
+
+  // Mixed steps, where Server and closed-loop traffic spends its time: 32 sequences decoding at
+  // 512..560 tokens of context plus one new prompt of `chunk` tokens in the same step (eager: no graph
+  // holds a prompt chunk), against the decode-only steps between them (graph replays) and the prompt
+  // alone in its own step.
+  auto mixed = [&](int batch, int chunk) {
+    const auto owned = decode_batch(*engine, batch, 512, 48, next_id);
+    gi::Scheduler& scheduler = *owned;
+    std::vector<double> mixed_ms, decode_ms;
+    int step = 0, added = 0;
+    auto add_prompt = [&](gi::Scheduler& s) {
+      gi::SequenceRequest r;
+      r.id = next_id++;
+      for (int p = 0; p < chunk; ++p) r.prompt.push_back(gi::prompt_token(1, r.id, p, cfg.vocab));
+      r.max_new_tokens = 1;  // done in its prefill step: the decode batch stays at `batch`
+      s.add(std::move(r));
+    };
+    while (!scheduler.idle()) {
+      // Every fourth step from the fourth on, a new prompt: decode-only steps between them.
+      if (step >= 4 && step % 4 == 0 && added < 10) {
+        add_prompt(scheduler);
+        ++added;
+      }
+      const auto plan = scheduler.plan();
+      const auto t = Clock::now();
+      const auto tokens = engine->execute(plan);
+      const double dt = seconds_since(t);
+      if (plan.decode_tokens == batch && plan.prefill_tokens == chunk) mixed_ms.push_back(dt * 1e3);
+      if (plan.decode_tokens == batch && plan.prefill_tokens == 0) decode_ms.push_back(dt * 1e3);
+      scheduler.complete(plan, tokens);
+      ++step;
+    }
+    std::vector<double> alone_ms;
+    for (int rep = 0; rep < 3; ++rep) {
+      gi::SchedulerConfig sc;
+      sc.block_size = engine->kv_block_size();
+      sc.num_blocks = engine->kv_blocks();
+      sc.max_step_tokens = engine->max_step_tokens();
+      sc.max_running = engine->max_running();
+      sc.max_sequence_tokens = chunk + 1;
+      gi::Scheduler alone(sc);
+      add_prompt(alone);
+      const auto plan = alone.plan();
+      const auto t = Clock::now();
+      const auto tokens = engine->execute(plan);
+      if (rep > 0) alone_ms.push_back(seconds_since(t) * 1e3);
+      alone.complete(plan, tokens);
+    }
+    if (mixed_ms.empty() || decode_ms.empty()) {
+      fmt::print("mixed step batch {} + prompt {}: not planned as expected ({} mixed, {} decode-only steps)\n", batch,
+                 chunk, mixed_ms.size(), decode_ms.size());
+      return;
+    }
+    const double m = median(mixed_ms), d = median(decode_ms), a = median(alone_ms);
+    fmt::print(
+        "mixed step: decode batch {} + a {}-token prompt: {:.3f} ms (median of {}) | decode-only {:.3f} ms (median of "
+        "{}) | the prompt alone {:.3f} ms | mixed - decode-only = {:.3f} ms, {:.0f}% of the prompt alone\n",
+        batch, chunk, m, mixed_ms.size(), d, decode_ms.size(), a, m - d, 100.0 * (m - d) / a);
+  };
+  for (int chunk : {64, 256, 512, 1024, 2048}) mixed(32, chunk);
   return 0;
 }
 
