@@ -203,9 +203,10 @@ TEST(AdvisorSearch, TopServingOptionGetsAQueueingCheck) {
   };
   const Advice light = advise(demand(10), inputs("llama-3.1-8b", "H200-SXM-141GB"));
   EXPECT_NE(check(light).find("the sizing holds under bursts"), std::string::npos) << check(light);
-  // 55 requests/s: one replica at the steady state (about 58 requests/s within the bounds), but p99 TTFT
-  // under Poisson arrivals holds only to about 51.
-  const Advice heavy = advise(demand(55), inputs("llama-3.1-8b", "H200-SXM-141GB"));
+  // 52 requests/s: one replica at the steady state (about 54 requests/s within the bounds), but p99 TTFT
+  // under Poisson arrivals holds only to about 49 (55 and 58/51 before session 17's calibration measured
+  // the GEMMs at 256 and 512 rows: prefill chunks cost more there than the 1024-row efficiency said).
+  const Advice heavy = advise(demand(52), inputs("llama-3.1-8b", "H200-SXM-141GB"));
   ASSERT_EQ(heavy.options.at(0).replicas, 1);
   EXPECT_NE(check(heavy).find("bursts need 2 replica(s) per tenant, not 1"), std::string::npos) << check(heavy);
 }

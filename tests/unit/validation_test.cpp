@@ -72,7 +72,8 @@ TEST(Validation, MapePinned) {
   EXPECT_NEAR(m.at("training"), 12.5, 0.5);
   EXPECT_NEAR(m.at("inference_throughput"), 22.2, 0.5);
   EXPECT_NEAR(m.at("ttft"), 14.1, 0.5);
-  EXPECT_NEAR(m.at("own_gemm"), 3.3, 0.5);
+  // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out.
+  EXPECT_NEAR(m.at("own_gemm"), 3.9, 0.5);
   EXPECT_NEAR(m.at("own_memory"), 5.5, 0.5);
   EXPECT_NEAR(m.at("own_collective"), 6.5, 0.5);  // 2 x H200 NCCL all-reduce, 8 B - 8 GiB
   // Targets of issue #5 that are reached must stay reached.
