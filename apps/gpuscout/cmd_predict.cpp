@@ -332,7 +332,7 @@ void run_infer(AppContext& ctx, const InferOptions& o, bool batch_given, bool mo
   if (o.rate && !(*o.rate > 0)) throw UsageError(fmt::format("--rate: must be above 0 requests/s, got {}", *o.rate));
   if (o.concurrency && o.mode != "server") throw UsageError("--concurrency: only with --mode server");
   if (o.range_ratio != 0 && o.mode != "server") throw UsageError("--range-ratio: only with --mode server");
-  (void)serve::uniform_lengths(1, 1, o.range_ratio);  // a usage error naming --range-ratio unless in [0, 1)
+  serve::validate_range_ratio(o.range_ratio);
   if (o.concurrency && *o.concurrency < 1) {
     throw UsageError(fmt::format("--concurrency: must be at least 1 request in flight, got {}", *o.concurrency));
   }

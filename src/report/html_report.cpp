@@ -664,17 +664,14 @@ ServeCostBasis serve_cost_basis(const ResultSet& result, const ReportOptions& op
   try {
     const tco::TcoInputs inputs = tco::TcoInputs::resolve(*options.tco, *spec);
     const tco::TcoResult r = tco::compute_tco(inputs, 1);
-    for (const tco::WayToPay& way : tco::ways_to_pay(r)) {
-      if (way.way == "own") {
-        try {
-          inputs.require_purchase_price();
-          basis.own = way;
-        } catch (const gpuscout::Error&) {  // no purchase price: owning cannot be priced
-        }
-      } else if (!basis.rent && !way.contract) {
-        basis.rent = way;
-      }
+    const std::vector<tco::WayToPay> ways = tco::ways_to_pay(r);  // owning first, then the rent options
+    try {
+      inputs.require_purchase_price();
+      basis.own = ways.front();
+    } catch (const gpuscout::Error&) {  // no purchase price: owning cannot be priced
     }
+    const auto on_demand = std::find_if(ways.begin() + 1, ways.end(), [](const auto& w) { return !w.contract; });
+    if (on_demand != ways.end()) basis.rent = *on_demand;
     if (basis.own || basis.rent) {
       std::vector<std::string> prices;
       if (basis.own) {
@@ -690,7 +687,7 @@ ServeCostBasis serve_cost_basis(const ResultSet& result, const ReportOptions& op
           "USD per million output tokens = the price of a GPU-hour x the run's GPUs / the output tokens of that "
           "hour (all GPU time is charged to output tokens). A {} GPU-hour: {}. Every TCO input: gpuscout tco "
           "--gpu '{}'.",
-          spec->name, fmt::format("{}", fmt::join(prices, "; ")), spec->name);
+          spec->name, fmt::join(prices, "; "), spec->name);
     }
   } catch (const gpuscout::Error&) {  // incomplete cost data for this GPU: the columns say n/a
   }

@@ -59,12 +59,16 @@ int default_warmup(Scenario scenario, int concurrency) {
 // ---------------------------------------------------------------------------------------------
 // Lengths
 
-LengthSpec uniform_lengths(int input, int output, double range_ratio) {
+void validate_range_ratio(double range_ratio) {
   if (!(range_ratio >= 0 && range_ratio < 1)) {
     throw UsageError(fmt::format(
         "--range-ratio must be in [0, 1): lengths uniform in [L(1 - R), L(1 + R)] around --isl/--osl, got {}",
         range_ratio));
   }
+}
+
+LengthSpec uniform_lengths(int input, int output, double range_ratio) {
+  validate_range_ratio(range_ratio);
   LengthSpec l;
   l.kind = range_ratio > 0 ? LengthSpec::Kind::uniform : LengthSpec::Kind::fixed;
   auto spread = [&](int n, double sign) {

@@ -35,8 +35,9 @@ struct LengthSpec {
 };
 // Lengths uniform in [floor(L(1 - r)), floor(L(1 + r))] around `input` and `output` tokens, at least 1
 // (vLLM's random dataset with --random-range-ratio r); r = 0 gives fixed lengths. Throws UsageError
-// naming --range-ratio unless 0 <= r < 1.
+// naming --range-ratio unless 0 <= r < 1 (validate_range_ratio).
 LengthSpec uniform_lengths(int input, int output, double range_ratio);
+void validate_range_ratio(double range_ratio);
 // Reads a CSV or JSONL length file; throws DataError naming the file, line and field.
 LengthSpec read_length_file(const std::string& path);
 
