@@ -504,6 +504,7 @@ double median(std::vector<double> v) {
 struct BenchFlags {
   int tp = 1;
   bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
+  bool graphs = true;  // --no-graphs: every step eager, as steps with prompt chunks always are
   unsigned knock_out = 0;
   ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
@@ -525,6 +526,7 @@ int bench(const std::string& model, const BenchFlags& flags) {
   eo.max_step_tokens = 8192;
   eo.max_running = 64;
   eo.programmatic_launch = flags.pdl;
+  eo.cuda_graphs = flags.graphs;
   eo.knock_out = flags.knock_out;
   eo.fp8_weights = flags.fp8;
   eo.tune_attention = flags.tune_attention;
@@ -591,7 +593,7 @@ int bench(const std::string& model, const BenchFlags& flags) {
         "-> {:.0f} GB/s | roofline {:.3f} ms = {:.0f}% of it\n",
         batch, prompt, prompt + steps, step * 1e3, times.size(), batch / step, bytes / 1e9, bytes / step / 1e9,
         roofline * 1e3, 100.0 * roofline / step);
-    if (tp == 1 && !last_decode.chunks.empty()) {
+    if (tp == 1 && flags.graphs && !last_decode.chunks.empty()) {
       // The same step's graph replayed back to back: what execute() adds outside the GPU's work.
       const int replays = 64;
       const double gpu_ms = engine->time_graph_replays(last_decode, replays);
@@ -727,6 +729,7 @@ int main(int argc, char** argv) {
       if (a == "--bench" && i + 1 < argc) model = argv[++i];
       if (a == "--tp" && i + 1 < argc) flags.tp = std::stoi(argv[++i]);
       if (a == "--no-pdl") flags.pdl = false;
+      if (a == "--no-graphs") flags.graphs = false;
       if (a == "--fp8") flags.fp8 = true;
       if (a == "--no-attention-tuning") flags.tune_attention = false;
       if (a == "--no-gemm-ties") flags.resolve_gemm_ties = false;

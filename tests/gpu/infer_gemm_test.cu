@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -334,6 +335,11 @@ double copy_rate_gbs() {
 // each of several weight copies so W comes from HBM, not the 50 MB L2), cuBLASLt's best heuristic
 // candidate as GemmRunner::tune times it (same rotation), the W bytes at the copy rate, and what
 // tune chose. Plain launches (no PDL overlap between the timed calls), as the engine tunes.
+struct BenchShape {
+  const char* name;
+  int out, in;
+};
+
 void bench() {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -350,10 +356,6 @@ void bench() {
   std::printf("%-8s %5s %4s | %9s %3s %5s %7s | %9s %7s | %9s | %6s %6s | %-34s | %s\n", "shape", "out", "rows",
               "small_us", "var", "split", "GB/s", "lt_us", "GB/s", "copy_us", "sm/cp", "lt/cp",
               "best us per variant 0/1/2/3/4", "tune chose (skinny us at 8 rows)");
-  struct BenchShape {
-    const char* name;
-    int out, in;
-  };
   const BenchShape shapes[] = {{"qkv", 6144, 4096},
                                {"o", 4096, 4096},
                                {"gate_up", 28672, 4096},
@@ -441,6 +443,42 @@ void bench() {
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
+// `--mid-rows`: cuBLASLt's heuristic first candidate against the best of its candidates at the row
+// counts of steps with prompt chunks (decode rows + a chunk: 96, 288, 544, ...), which run untuned
+// (GemmRunner tunes the decode buckets only), and at the round counts next to them.
+void bench_mid_rows() {
+  const BenchShape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  const int row_counts[] = {64, 96, 128, 160, 192, 256, 288, 320, 384, 512, 544, 768, 1024, 1056, 2048, 2080, 4096};
+  const ProgrammaticLaunchPause plain;
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  const std::size_t ws_bytes = 32ull << 20;  // the engine's GemmRunner workspace
+  Dev<char> workspace(ws_bytes);
+  std::printf("\n# mid rows: cuBLASLt per call (us), heuristic's first candidate vs best of its candidates\n");
+  std::printf("%-8s %5s | %9s %9s %6s | %5s | %8s\n", "shape", "rows", "first_us", "best_us", "gain", "pick",
+              "TFLOP/s");
+  for (const BenchShape& s : shapes) {
+    const std::size_t w_elems = static_cast<std::size_t>(s.out) * s.in;
+    const int max_rows = row_counts[std::size(row_counts) - 1];
+    Dev<u16> w(w_elems * 2), x(static_cast<std::size_t>(max_rows) * s.in),
+        y(static_cast<std::size_t>(max_rows) * s.out);
+    fill_random_kernel<<<4096, 256, 0, stream>>>(w.as<bf16>(), w.n, 1);
+    fill_random_kernel<<<1024, 256, 0, stream>>>(x.as<bf16>(), x.n, 2);
+    CUDA_CHECK(cudaGetLastError());
+    GemmRunner runner(workspace.p, ws_bytes);
+    const int cls = runner.add_class(s.name, s.out, s.in, {w.as<bf16>(), w.as<bf16>() + w_elems});
+    for (int rows : row_counts) {
+      (void)runner.tune(cls, rows, x.as<bf16>(), y.as<bf16>(), stream);
+      const GemmRunner::TuneTimes t = runner.last_tune_times();
+      std::printf("%-8s %5d | %9.1f %9.1f %5.1f%% | %2d/%-2d | %8.0f\n", s.name, rows, t.cublaslt_first_us,
+                  t.cublaslt_us, 100.0 * (t.cublaslt_first_us / t.cublaslt_us - 1.0), t.cublaslt_best + 1,
+                  t.cublaslt_candidates, 2.0 * rows * s.out * s.in / (t.cublaslt_us * 1e-6) / 1e12);
+      std::fflush(stdout);
+    }
+  }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 // For Nsight Compute (`--profile`): the gate_up shape at 32 rows, each variant at split 1 twice,
 // then cuBLASLt's first heuristic candidate twice; inputs uploaded (no other kernels to filter).
 void profile() {
@@ -474,6 +512,10 @@ int main(int argc, char** argv) {
   try {
     cudaDeviceProp prop{};
     if (!start_gpu_test(prop)) return 77;
+    if (argc > 1 && std::strcmp(argv[1], "--mid-rows") == 0) {
+      bench_mid_rows();
+      return 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
       const ProgrammaticLaunchPause plain;
       profile();

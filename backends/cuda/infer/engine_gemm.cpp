@@ -272,7 +272,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     }
     return static_cast<double>(best);
   };
-  double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt;
+  double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt, first_lt = -1;
   int best_algo = 0;
   for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
@@ -282,6 +282,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     } catch (const CudaError&) {
       continue;
     }
+    if (a == 0) first_lt = t;
     if (t < best_lt) {
       runner_up_lt = best_lt;
       best_lt = t;
@@ -302,6 +303,9 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   p.small_m_variant = 0;
   last_tune_ = TuneTimes{};
   last_tune_.cublaslt_us = best_lt;
+  last_tune_.cublaslt_first_us = first_lt;
+  last_tune_.cublaslt_best = best_algo;
+  last_tune_.cublaslt_candidates = static_cast<int>(p.algos.size());
   last_tune_.chosen = "cublaslt";
   // The small-m kernel's splits that it accepts for these pointers and this workspace.
   std::vector<int> splits;

@@ -76,7 +76,10 @@ class GemmRunner {
 
   // The per-call times (us) the last tune() measured; < 0 where a kernel was not a candidate.
   struct TuneTimes {
-    double cublaslt_us = -1;  // the best heuristic candidate
+    double cublaslt_us = -1;        // the best heuristic candidate
+    double cublaslt_first_us = -1;  // the heuristic's first candidate (what an untuned row count runs)
+    int cublaslt_best = 0;          // the best candidate's index in the heuristic's order
+    int cublaslt_candidates = 0;
     double skinny_us = -1;
     double small_m_us = -1;  // the best variant and split
     int small_m_split = 0;
