@@ -15,10 +15,10 @@ step() {
   local name=$1 limit=$2 s rc
   shift 2
   echo "== $name: $*" >>"$log"
-  s=$(date +%s.%N)
+  s=$(date +%s%N)
   timeout "$limit" "$@" >>"$log" 2>&1
   rc=$?
-  printf '== %s: exit %d, %.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $s" | bc)" | tee -a "$log"
+  echo "== $name: exit $rc, $((($(date +%s%N) - s) / 1000000)) ms" | tee -a "$log"
 }
 echo "# build $("$bin" --version | head -1)" >>"$log"
 step main-job 240 env GPUSCOUT="$bin" scripts/main-job.sh "$OUT/main-job"
