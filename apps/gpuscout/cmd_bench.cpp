@@ -75,7 +75,7 @@ bool flag_given(const std::vector<std::pair<std::string, CLI::Option*>>& options
 // The serve benchmark's flags as typed; serve_options() validates them.
 struct ServeFlags {
   std::string model, scenario, lengths, batches, prefills, weights, engine_tuning, stepping, rates, concurrencies;
-  int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0, max_step_tokens = 0;
+  int tp = 0, requests = 0, isl = 0, osl = 0, max_batch = 0, warmup = 0, max_step_tokens = 0, static_repeats = 0;
   std::int64_t kv_blocks = 0;
   std::uint64_t seed = 1;
   double duration_s = 0, ttft_ms = 0, tpot_ms = 0, max_run_s = 0, range_ratio = 0;
@@ -187,6 +187,13 @@ bench::ServeOptions serve_options(AppContext& ctx, const BenchFlags& f) {
   if (s.given("osl")) o.osl = s.osl;
   o.kv_blocks = s.kv_blocks;
   o.max_batch = s.max_batch;
+  if (s.given("static-repeats")) {
+    if (s.static_repeats < 1) {
+      throw UsageError(fmt::format("--static-repeats: expected a whole number >= 1 (runs of the static batch), got {}",
+                                   s.static_repeats));
+    }
+    o.static_repeats = s.static_repeats;
+  }
   if (s.given("engine-tuning")) {
     if (s.engine_tuning != "steps" && s.engine_tuning != "alone") {
       throw UsageError(fmt::format("--engine-tuning: expected steps or alone, got '{}'", s.engine_tuning));
@@ -740,6 +747,10 @@ void register_bench_command(CLI::App& app, AppContext& ctx) {
   serve_flag("serve-prefill", sf.prefills, "serve: prompt lengths of the prefill cases (default 8192)");
   serve_flag("isl", sf.isl, "serve: input tokens per request: decode context, static batch, load (default 512)");
   serve_flag("osl", sf.osl, "serve: output tokens per request (default 128)");
+  serve_flag("static-repeats", sf.static_repeats,
+             fmt::format("serve: runs of the static batch on one engine; its tokens/s are their median, with the "
+                         "spread over the runs (default {})",
+                         bench::kDefaultStaticRepeats));
   serve_flag("scenario", sf.scenario,
              "serve: load scenario offline|server|single-stream|concurrency (default: none run)");
   serve_flag("rate", sf.rates,

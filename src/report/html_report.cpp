@@ -740,7 +740,7 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs, con
         const double tflops = prefill ? metric_value(r, "throughput") : kNaN;
         const char* note = decode    ? "ms per decode step; % of the HBM roofline (weights + KV bytes / copy bandwidth)"
                            : prefill ? "ms for the whole prompt (one step); % of the dense BF16 peak"
-                                     : "output tokens/s of the batch end to end; median TPOT as ms/step";
+                                     : "output tokens/s of the batch end to end (the median of its runs); median TPOT as ms/step";
         steps.add_row({run_name(inputs[i].origin), parts.size() > 4 ? parts[1] + "/" + parts[4] : kind,
                        serve_model(r, parts), serve_tp(r, parts), format_metric(tokens), format_metric(ms),
                        std::isfinite(pct) ? format_number(pct, 1) : "n/a", format_metric(tflops), note});

@@ -1,6 +1,7 @@
 #include "gpuscout/serve/load_records.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -109,6 +110,69 @@ results::Record to_record(const LoadSummary& s, const std::string& key, nlohmann
   r.extra["finished"] = s.finished;
   r.extra["steps"] = s.steps;
   if (!s.sut_name.empty()) r.extra["sut"] = s.sut_name;
+  return r;
+}
+
+results::Record repeated_record(const std::vector<LoadSummary>& runs, const std::string& key,
+                                nlohmann::ordered_json params) {
+  if (runs.empty()) throw std::invalid_argument("repeated_record: no runs");
+  if (runs.size() == 1) return to_record(runs.front(), key, std::move(params));
+  LoadSummary pooled = runs.front();  // scenario, bounds, GPUs and requests per run
+  LatencySamples latency;
+  pooled.valid = true;
+  pooled.invalid_reasons.clear();
+  pooled.finished = 0;
+  pooled.steps = 0;
+  nlohmann::ordered_json per_run = nlohmann::ordered_json::array();
+  std::vector<double> durations;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const LoadSummary& run = runs[i];
+    for (const RequestTiming& t : run.timings) {
+      if (!t.warmup && t.finished) latency.add(t);
+    }
+    for (const std::string& why : run.invalid_reasons)
+      pooled.invalid_reasons.push_back(fmt::format("run {}: {}", i + 1, why));
+    pooled.valid = pooled.valid && run.valid;
+    pooled.finished += run.finished;
+    pooled.steps += run.steps;
+    durations.push_back(run.duration_s);
+    per_run.push_back({{"output_tokens_per_s", run.output_tokens_per_s},
+                       {"requests_per_s", run.requests_per_s},
+                       {"duration_s", run.duration_s},
+                       {"steps", run.steps},
+                       {"valid", run.valid}});
+  }
+  pooled.ttft_ms = percentiles(std::move(latency.ttft_ms));
+  pooled.tpot_ms = percentiles(std::move(latency.tpot_ms));
+  pooled.itl_ms = percentiles(std::move(latency.itl_ms));
+  pooled.e2e_ms = percentiles(std::move(latency.e2e_ms));
+  set_default(params, "repeats", runs.size());
+  results::Record r = to_record(pooled, key, std::move(params));
+
+  using Rate = double (*)(const LoadSummary&);
+  const std::pair<const char*, Rate> rates[] = {
+      {"requests_per_s", [](const LoadSummary& s) { return s.requests_per_s; }},
+      {"input_tokens_per_s", [](const LoadSummary& s) { return s.input_tokens_per_s; }},
+      {"output_tokens_per_s", [](const LoadSummary& s) { return s.output_tokens_per_s; }},
+      {"output_tokens_per_s_per_gpu", [](const LoadSummary& s) { return s.output_tokens_per_s_per_gpu; }},
+      {"input_tokens_per_s_per_gpu", [](const LoadSummary& s) { return s.input_tokens_per_s_per_gpu; }},
+      {"goodput", [](const LoadSummary& s) { return s.goodput_requests_per_s; }},
+      {"goodput_fraction", [](const LoadSummary& s) { return s.goodput_fraction * 100.0; }}};
+  for (results::Metric& m : r.metrics) {
+    for (const auto& [name, rate] : rates) {
+      if (m.name != name) continue;
+      std::vector<double> values;
+      for (const LoadSummary& run : runs) values.push_back(rate(run));
+      const Percentiles p = percentiles(std::move(values));
+      m.value = p.p50;
+      m.statistic = "median";
+      m.samples = p.samples;
+      m.spread = results::Spread{p.min, p.max, p.p10, p.p90, p.mean, p.stddev};
+      m.note += fmt::format("; nearest-rank median of {} runs", runs.size());
+    }
+  }
+  r.extra["duration_s"] = percentiles(std::move(durations)).p50;
+  r.extra["runs"] = std::move(per_run);
   return r;
 }
 

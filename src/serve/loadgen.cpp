@@ -116,6 +116,15 @@ double nearest_rank_percentile(std::vector<double> samples, double p) {
   return nearest_rank_sorted(samples, p);
 }
 
+void LatencySamples::add(const RequestTiming& r) {
+  ttft_ms.push_back(r.ttft_ms());
+  e2e_ms.push_back(r.e2e_ms());
+  if (r.output_tokens > 1) tpot_ms.push_back(r.tpot_ms());
+  for (std::size_t i = 1; i < r.token_times_s.size(); ++i) {
+    itl_ms.push_back((r.token_times_s[i] - r.token_times_s[i - 1]) * 1e3);
+  }
+}
+
 Percentiles percentiles(std::vector<double> samples) {
   Percentiles out;
   if (samples.empty()) return out;
@@ -461,7 +470,7 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
   const double end_s = clock.now_s();
 
   // Metrics over the measured requests.
-  std::vector<double> ttft, tpot, itl, e2e;
+  LatencySamples latency;
   double first_arrival = std::numeric_limits<double>::infinity(), last_finish = -first_arrival;
   double input_tokens = 0, output_tokens = 0;
   int good = 0;
@@ -474,18 +483,13 @@ LoadSummary run_load(SystemUnderTest& sut, Clock& clock, const LoadSettings& set
     last_finish = std::max(last_finish, r.finish_s);
     input_tokens += r.input_tokens;
     output_tokens += static_cast<double>(r.token_times_s.size());
-    ttft.push_back(r.ttft_ms());
-    e2e.push_back(r.e2e_ms());
-    if (r.output_tokens > 1) tpot.push_back(r.tpot_ms());
-    for (std::size_t i = 1; i < r.token_times_s.size(); ++i) {
-      itl.push_back((r.token_times_s[i] - r.token_times_s[i - 1]) * 1e3);
-    }
+    latency.add(r);
     if (within(r.ttft_ms(), settings.ttft_bound_ms) && within(r.tpot_ms(), settings.tpot_bound_ms)) ++good;
   }
-  summary.ttft_ms = percentiles(ttft);
-  summary.tpot_ms = percentiles(tpot);
-  summary.itl_ms = percentiles(itl);
-  summary.e2e_ms = percentiles(e2e);
+  summary.ttft_ms = percentiles(std::move(latency.ttft_ms));
+  summary.tpot_ms = percentiles(std::move(latency.tpot_ms));
+  summary.itl_ms = percentiles(std::move(latency.itl_ms));
+  summary.e2e_ms = percentiles(std::move(latency.e2e_ms));
   summary.cut = !cut_reason.empty();
   if (summary.requests > 0) {
     const double end = summary.cut ? end_s : last_finish;

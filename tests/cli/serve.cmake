@@ -40,6 +40,8 @@ gpuscout_cli_test(bench_serve_range_ratio_with_file 2 --stdout-empty --stderr-co
                   -- bench --only serve --concurrency 8 --range-ratio 0.5 --lengths ${CMAKE_CURRENT_LIST_FILE})
 gpuscout_cli_test(bench_serve_range_ratio_needs_scenario 2 --stdout-empty --stderr-contains "--range-ratio: applies to the load scenario"
                   -- bench --only serve --range-ratio 0.5)
+gpuscout_cli_test(bench_serve_static_repeats_zero 2 --stdout-empty
+                  --stderr-contains "--static-repeats: expected a whole number >= 1" -- bench --only serve --static-repeats 0)
 gpuscout_cli_test(bench_serve_server_needs_rate 2 --stdout-empty --stderr-contains "--rate"
                   -- bench --only serve --scenario server)
 gpuscout_cli_test(bench_serve_beyond_context 2 --stdout-empty --stderr-contains "context"

@@ -949,6 +949,58 @@ TEST(LoadgenRecords, RunRecord) {
   EXPECT_TRUE(results::is_failure(f.outcome));
 }
 
+TEST(LoadgenRecords, RepeatedRunsGiveMedianRatesAndPooledLatencies) {
+  // The same 64-request offline batch on three servers whose steps take 1, 2 and 1.5 steps of time:
+  // output tokens/s 8 / step, 4 / step and 8 / (1.5 step); the median run is the 1.5 one.
+  std::vector<LoadSummary> runs;
+  for (double scale : {1.0, 2.0, 1.5}) {
+    VirtualClock clock;
+    BatchServer sut(clock, 8, kStep * scale);
+    runs.push_back(run_load(sut, clock, fixed(Scenario::offline, 100, 16, 64)));
+  }
+  const results::Record r = repeated_record(runs, "serve/static/m/b8", {{"batch", 8}});
+  EXPECT_EQ(r.outcome, results::Outcome::passed);
+  EXPECT_EQ(r.params["repeats"], 3);
+  EXPECT_EQ(r.params["batch"], 8);
+  EXPECT_EQ(r.params["requests"], 64);  // per run
+  const results::Metric* rate = r.find_metric("output_tokens_per_s");
+  ASSERT_NE(rate, nullptr);
+  EXPECT_EQ(rate->statistic, "median");
+  EXPECT_EQ(rate->samples, 3);
+  EXPECT_NEAR(rate->value, 8 / (1.5 * kStep), 1e-6);
+  ASSERT_TRUE(rate->spread.has_value());
+  EXPECT_NEAR(rate->spread->min, 4 / kStep, 1e-6);
+  EXPECT_NEAR(rate->spread->max, 8 / kStep, 1e-6);
+  EXPECT_NE(rate->note.find("median of 3 runs"), std::string::npos) << rate->note;
+  EXPECT_NEAR(r.find_metric("requests_per_s")->value, runs[2].requests_per_s, 1e-9);
+  EXPECT_DOUBLE_EQ(r.find_metric("goodput_fraction")->value, 100.0);
+  // Latencies pool the 3 x 64 requests: the slowest run holds the largest TTFT.
+  const results::Metric* ttft = r.find_metric("ttft");
+  EXPECT_EQ(ttft->samples, 3 * 64);
+  EXPECT_DOUBLE_EQ(ttft->spread->max, runs[1].ttft_ms.max);
+  EXPECT_DOUBLE_EQ(ttft->spread->min, runs[0].ttft_ms.min);
+  EXPECT_EQ(r.find_metric("itl")->samples, 3 * 64 * 15);
+  EXPECT_NEAR(r.find_metric("tpot")->value, 1.5 * kStepMs, 1e-9);  // rank 96 of 192: the 1.5 run's
+  ASSERT_EQ(r.extra["runs"].size(), 3u);
+  EXPECT_DOUBLE_EQ(r.extra["runs"][1]["output_tokens_per_s"].get<double>(), runs[1].output_tokens_per_s);
+  EXPECT_DOUBLE_EQ(r.extra["duration_s"].get<double>(), runs[2].duration_s);
+  EXPECT_EQ(r.extra["finished"], 3 * 64);
+
+  // One INVALID run fails the record and says which.
+  std::vector<LoadSummary> with_cut = runs;
+  with_cut[1].valid = false;
+  with_cut[1].invalid_reasons = {"run cut at 600 s: 3 of 64 measured requests unfinished"};
+  const results::Record failed = repeated_record(with_cut, "k");
+  EXPECT_EQ(failed.outcome, results::Outcome::failed);
+  EXPECT_NE(failed.reason.find("run 2: run cut at 600 s"), std::string::npos) << failed.reason;
+
+  // One run is to_record's record; none is a programming error.
+  const results::Record single = repeated_record({runs[0]}, "k");
+  EXPECT_EQ(single.find_metric("output_tokens_per_s")->statistic, "value");
+  EXPECT_FALSE(single.params.contains("repeats"));
+  EXPECT_THROW(repeated_record({}, "k"), std::invalid_argument);
+}
+
 TEST(LoadgenRecords, SweepAndPeakRecords) {
   std::vector<LoadSummary> runs = {threshold_run(1, 3), threshold_run(2.5, 3), threshold_run(4, 3)};
   const auto sweep = sweep_records(runs, "serve/m/sweep");

@@ -443,14 +443,27 @@ void static_case(Run& run, ci::CudaEngine& engine) {
     serve::LoadSettings warm = s;  // untimed: the same batch with short outputs (graphs, allocator)
     warm.lengths.output_min = warm.lengths.output_max = std::min(run.o.osl, 4);
     (void)run_scenario(run, engine, warm);
+    // Repeated on the same engine, each run on a fresh scheduler: one end-to-end run is one sample, and
+    // the card's clocks move between runs.
     TelemetryScope telemetry(run.env.telemetry);
-    const serve::LoadSummary summary = run_scenario(run, engine, s);
+    std::vector<serve::LoadSummary> runs;
+    for (int i = 0; i < run.o.static_repeats && (i == 0 || !run.env.stop_requested()); ++i) {
+      runs.push_back(run_scenario(run, engine, s));
+    }
     auto tel = telemetry.finish();
     nlohmann::ordered_json params = load_params(run, s);
     params["batch"] = batch;
-    finish_load_record(run, serve::to_record(summary, key, params), std::move(tel));
-    run.env.report(fmt::format("{}: {:.0f} output tokens/s, TTFT p50 {:.0f} ms, TPOT p50 {:.2f} ms", key,
-                               summary.output_tokens_per_s, summary.ttft_ms.p50, summary.tpot_ms.p50));
+    Record r = serve::repeated_record(runs, key, params);
+    const results::Metric* rate = r.find_metric("output_tokens_per_s");
+    const results::Metric* ttft = r.find_metric("ttft");
+    const results::Metric* tpot = r.find_metric("tpot");
+    run.env.report(fmt::format(
+        "{}: {:.0f} output tokens/s{}, TTFT p50 {:.0f} ms, TPOT p50 {:.2f} ms", key, rate ? rate->value : 0.0,
+        rate && rate->spread
+            ? fmt::format(" (median of {} runs, {:.0f}-{:.0f})", runs.size(), rate->spread->min, rate->spread->max)
+            : std::string(),
+        ttft ? ttft->value : 0.0, tpot ? tpot->value : 0.0));
+    finish_load_record(run, std::move(r), std::move(tel));
   } catch (const UsageError& e) {  // the engine cannot hold these requests
     run.skip(run.make(key, load_params(run, s)), Outcome::skipped, e.what());
   }

@@ -17,6 +17,9 @@ namespace gpuscout::bench {
 
 // The catalog model `serve` uses without --model.
 inline constexpr const char* kDefaultServeModel = "llama-3.1-8b";
+// Runs of the static batch without --static-repeats (PyTorch's baseline, bench/serve_baseline_torch.py,
+// also reports the median of 3).
+inline constexpr int kDefaultStaticRepeats = 3;
 
 struct ServeOptions {
   infer::TransformerConfig model;  // resolved from the catalog (kDefaultServeModel without --model)
@@ -25,8 +28,9 @@ struct ServeOptions {
   infer::WeightFormat weights = infer::WeightFormat::bf16;  // --weights: projection matrices BF16 or FP8
   std::vector<int> decode_batches{1, 8, 32};                // --serve-batch: decode roofline cases
   std::vector<int> prefill_tokens{8192};                    // --serve-prefill: one prompt of each length
-  int isl = 512, osl = 128;  // decode context; static batch prompt/output lengths; fixed load lengths
-  double range_ratio = 0;    // --range-ratio: load lengths uniform in [L(1 - R), L(1 + R)]; 0: fixed
+  int isl = 512, osl = 128;                    // decode context; static batch prompt/output lengths; fixed load lengths
+  int static_repeats = kDefaultStaticRepeats;  // --static-repeats: runs of the static batch (serve::repeated_record)
+  double range_ratio = 0;                      // --range-ratio: load lengths uniform in [L(1 - R), L(1 + R)]; 0: fixed
   // --scenario (or --find-peak, which implies server): the load-generator case; absent: not run.
   std::optional<serve::LoadSettings> load;
   // The load points of that run: --rate R1,R2,... (Server) or --concurrency N1,N2,... (Concurrency),

@@ -24,6 +24,16 @@ namespace gpuscout::serve {
 results::Record to_record(const LoadSummary& summary, const std::string& key,
                           nlohmann::ordered_json params = nlohmann::ordered_json::object());
 
+// Repeated runs of one load (the static batch, run several times on one engine) as one record with
+// to_record's metrics: the latencies (ttft, tpot, itl, e2e) over every run's measured requests, the
+// rates (requests_per_s, input/output tokens/s and per GPU, goodput, goodput_fraction) the
+// nearest-rank median of the runs' values, with their spread over the runs (samples = runs).
+// params.repeats = runs; extra.runs holds each run's output_tokens_per_s, requests_per_s, duration_s,
+// steps and validity. failed when any run was INVALID (reasons prefixed "run i: "). One run: to_record.
+// Throws std::invalid_argument for no runs.
+results::Record repeated_record(const std::vector<LoadSummary>& runs, const std::string& key,
+                                nlohmann::ordered_json params = nlohmann::ordered_json::object());
+
 // A latency-vs-throughput sweep (runs over rates, client counts or batch sizes): one record per run,
 // key "<key_prefix>/rate_<r>" for Server runs, "<key_prefix>/c<n>" for Concurrency runs and
 // "<key_prefix>/<i>" otherwise, extra.sweep_index = i.

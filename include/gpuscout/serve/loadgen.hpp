@@ -90,6 +90,14 @@ Percentiles percentiles(std::vector<double> samples);
 // One nearest-rank percentile p in (0, 100] of unsorted samples; 0 for an empty set.
 double nearest_rank_percentile(std::vector<double> samples, double p);
 
+// The per-request latency samples a summary's percentiles come from.
+struct LatencySamples {
+  std::vector<double> ttft_ms, tpot_ms, itl_ms, e2e_ms;
+  // One finished request: its TTFT and end-to-end latency, its TPOT when it has two or more output
+  // tokens, and the gap before each of its tokens after the first.
+  void add(const RequestTiming& request);
+};
+
 struct LoadSummary {
   Scenario scenario = Scenario::offline;
   double target_rate = 0;  // Server
