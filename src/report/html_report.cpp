@@ -738,9 +738,10 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs, con
                            : prefill ? metric_value(r, "throughput_pct_of_peak")
                                      : kNaN;
         const double tflops = prefill ? metric_value(r, "throughput") : kNaN;
-        const char* note = decode    ? "ms per decode step; % of the HBM roofline (weights + KV bytes / copy bandwidth)"
-                           : prefill ? "ms for the whole prompt (one step); % of the dense BF16 peak"
-                                     : "output tokens/s of the batch end to end (the median of its runs); median TPOT as ms/step";
+        const char* note =
+            decode    ? "ms per decode step; % of the HBM roofline (weights + KV bytes / copy bandwidth)"
+            : prefill ? "ms for the whole prompt (one step); % of the dense BF16 peak"
+                      : "output tokens/s of the batch end to end (the median of its runs); median TPOT as ms/step";
         steps.add_row({run_name(inputs[i].origin), parts.size() > 4 ? parts[1] + "/" + parts[4] : kind,
                        serve_model(r, parts), serve_tp(r, parts), format_metric(tokens), format_metric(ms),
                        std::isfinite(pct) ? format_number(pct, 1) : "n/a", format_metric(tflops), note});
