@@ -93,12 +93,13 @@ def main():
                 r["key"].split("/")[1] in ("decode", "prefill", "static")]
     if measured:
         print("\nThe card while gpuscout measured (NVML samples of each record):\n")
-        print("| case | SM clock, mean (min) MHz | power, mean W | limits reported |")
-        print("|---|---|---|---|")
+        print("| case | SM clock, mean (min) MHz | power, mean W | memory used, max GiB | limits reported |")
+        print("|---|---|---|---|---|")
         for r in measured:
             t = r["telemetry"]
             print(f"| {r['key']} | {fmt(t.get('sm_clock_mean_mhz'), 0)} ({fmt(t.get('sm_clock_min_mhz'), 0)}) | "
-                  f"{fmt(t.get('power_mean_w'), 0)} | {', '.join(t.get('throttle_reasons') or []) or 'none'} |")
+                  f"{fmt(t.get('power_mean_w'), 0)} | {fmt(t.get('memory_used_max_gib'), 1)} | "
+                  f"{', '.join(t.get('throttle_reasons') or []) or 'none'} |")
 
 
 if __name__ == "__main__":

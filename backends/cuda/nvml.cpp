@@ -28,6 +28,7 @@ struct Library::Api {
   nvmlReturn_t (*clock_info)(nvmlDevice_t, int, unsigned*) = nullptr;
   nvmlReturn_t (*max_clock_info)(nvmlDevice_t, int, unsigned*) = nullptr;
   nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned*) = nullptr;
+  nvmlReturn_t (*memory_info)(nvmlDevice_t, void*) = nullptr;  // nvmlMemory_t (v1 layout)
   nvmlReturn_t (*throttle_reasons)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*ecc_mode)(nvmlDevice_t, int*, int*) = nullptr;
@@ -92,6 +93,8 @@ Loaded& loaded() {
     resolve(lib, a.clock_info, {"nvmlDeviceGetClockInfo"});
     resolve(lib, a.max_clock_info, {"nvmlDeviceGetMaxClockInfo"});
     resolve(lib, a.temperature, {"nvmlDeviceGetTemperature"});
+    // Only the unversioned symbol takes nvmlMemory_t (total, free, used); _v2 takes another layout.
+    resolve(lib, a.memory_info, {"nvmlDeviceGetMemoryInfo"});
     // Renamed "clocks event reasons" in newer drivers; the old name stays as an alias.
     resolve(lib, a.throttle_reasons,
             {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
@@ -182,6 +185,15 @@ std::optional<double> Library::power_w(Device d) const {
   auto mw = read<unsigned>(api_->power_usage, d.handle);
   if (!mw) return std::nullopt;
   return *mw / 1000.0;
+}
+
+std::optional<std::uint64_t> Library::memory_used_bytes(Device d) const {
+  struct Memory {  // nvmlMemory_t
+    unsigned long long total, free, used;
+  };
+  auto m = read<Memory>(api_->memory_info, d.handle);
+  if (!m) return std::nullopt;
+  return m->used;
 }
 
 std::optional<double> Library::energy_j(Device d) const {

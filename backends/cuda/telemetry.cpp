@@ -33,6 +33,7 @@ TelemetrySampler::Sample TelemetrySampler::read_once() const {
   s.sm_mhz = nvml_->clock_mhz(device_, nvml::Clock::sm);
   s.mem_mhz = nvml_->clock_mhz(device_, nvml::Clock::memory);
   s.temp_c = nvml_->temperature_c(device_);
+  if (const auto used = nvml_->memory_used_bytes(device_)) s.mem_used_gib = static_cast<double>(*used) / (1ull << 30);
   s.reasons = nvml_->throttle_reasons(device_);
   return s;
 }
@@ -105,6 +106,7 @@ results::Telemetry TelemetrySampler::stop() {
   t.sm_clock_min_mhz = extreme_of(&Sample::sm_mhz, false);
   t.mem_clock_mean_mhz = mean_of(&Sample::mem_mhz);
   t.temperature_max_c = extreme_of(&Sample::temp_c, true);
+  t.memory_used_max_gib = extreme_of(&Sample::mem_used_gib, true);
   std::uint64_t seen = 0;
   for (const Sample& s : samples_) seen |= s.reasons.value_or(0);
   seen &= ~std::uint64_t{0x1};  // gpu_idle is no throttle

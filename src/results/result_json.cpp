@@ -41,6 +41,7 @@ ojson telemetry_json(const Telemetry& t) {
   put_optional(out, "sm_clock_min_mhz", t.sm_clock_min_mhz);
   put_optional(out, "mem_clock_mean_mhz", t.mem_clock_mean_mhz);
   put_optional(out, "temperature_max_c", t.temperature_max_c);
+  put_optional(out, "memory_used_max_gib", t.memory_used_max_gib);
   out["samples"] = t.samples;
   out["throttle_reasons"] = t.throttle_reasons;
   return out;
@@ -199,6 +200,7 @@ Record read_record(const Reader& r) {
     tel.sm_clock_min_mhz = t.opt_number("sm_clock_min_mhz");
     tel.mem_clock_mean_mhz = t.opt_number("mem_clock_mean_mhz");
     tel.temperature_max_c = t.opt_number("temperature_max_c");
+    tel.memory_used_max_gib = t.opt_number("memory_used_max_gib");
     tel.samples = t.opt_int("samples").value_or(0);
     tel.throttle_reasons = t.string_list("throttle_reasons");
     rec.telemetry = tel;

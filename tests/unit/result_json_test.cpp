@@ -39,6 +39,7 @@ ResultSet sample_result() {
   rec.metrics.push_back(m);
   Telemetry t;
   t.power_mean_w = 650;
+  t.memory_used_max_gib = 130.5;
   t.samples = 12;
   t.throttle_reasons = {"sw_power_cap"};
   rec.telemetry = t;
@@ -61,6 +62,7 @@ TEST(ResultJson, RoundTripsEveryField) {
   EXPECT_EQ(back.records[1].outcome, Outcome::not_supported);
   ASSERT_TRUE(back.records[0].telemetry);
   EXPECT_EQ(*back.records[0].telemetry->power_mean_w, 650);
+  EXPECT_EQ(*back.records[0].telemetry->memory_used_max_gib, 130.5);
   EXPECT_EQ(back.gpus[0].sm_count, 132);
 }
 

@@ -14,7 +14,7 @@ namespace gpuscout::results {
 // Major.minor. A reader accepts any minor of its major (minors only add optional fields) and
 // rejects other majors.
 inline constexpr int kSchemaMajor = 1;
-inline constexpr int kSchemaMinor = 0;
+inline constexpr int kSchemaMinor = 1;
 std::string schema_version_string();
 
 enum class Outcome { passed, failed, incorrect, not_supported, skipped, timeout };
@@ -43,6 +43,7 @@ struct Telemetry {
   std::optional<double> power_mean_w, power_max_w;
   std::optional<double> sm_clock_mean_mhz, sm_clock_min_mhz, mem_clock_mean_mhz;
   std::optional<double> temperature_max_c;
+  std::optional<double> memory_used_max_gib;  // device memory in use (all processes), highest sample; since 1.1
   std::int64_t samples = 0;
   std::vector<std::string> throttle_reasons;  // any non-idle reason seen while measuring
 };

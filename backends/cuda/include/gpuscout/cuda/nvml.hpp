@@ -36,6 +36,8 @@ class Library {
   std::optional<double> clock_mhz(Device d, Clock c) const;  // current
   std::optional<double> max_clock_mhz(Device d, Clock c) const;
   std::optional<double> temperature_c(Device d) const;
+  // Device memory in use by every process and the driver (nvmlDeviceGetMemoryInfo's `used`).
+  std::optional<std::uint64_t> memory_used_bytes(Device d) const;
   std::optional<std::uint64_t> throttle_reasons(Device d) const;  // bit mask, names below
   std::optional<double> power_limit_w(Device d) const;            // enforced limit
   std::optional<bool> ecc_enabled(Device d) const;

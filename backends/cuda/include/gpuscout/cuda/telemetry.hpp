@@ -33,7 +33,7 @@ class TelemetrySampler {
 
  private:
   struct Sample {
-    std::optional<double> power_w, sm_mhz, mem_mhz, temp_c;
+    std::optional<double> power_w, sm_mhz, mem_mhz, temp_c, mem_used_gib;
     std::optional<std::uint64_t> reasons;
   };
   Sample read_once() const;
