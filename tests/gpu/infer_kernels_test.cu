@@ -629,7 +629,12 @@ void run_prefill_cases(const std::string& name, const AttentionShape& shape, con
   run_attention_case(name, shape, b, false);
   run_attention_case(name + " [mma.sync]", shape, b, false, DecodeKernel::automatic, 0, PrefillAttentionPath::mma_sync);
   if (prefill_attention_wgmma_supported(shape.head_dim)) {
-    run_attention_case(name + " [wgmma]", shape, b, false, DecodeKernel::automatic, 0, PrefillAttentionPath::wgmma);
+    // Its K/V by 16-byte cp.async copies, and by tensor copies of whole cache blocks (block sizes 8, 16,
+    // 32, 64; the others report SKIP). The cache's unwritten slots are NaN, as the last block's can be.
+    run_attention_case(name + " [wgmma cp.async]", shape, b, false, DecodeKernel::automatic, 0,
+                       PrefillAttentionPath::wgmma_cp_async);
+    run_attention_case(name + " [wgmma tma]", shape, b, false, DecodeKernel::automatic, 0,
+                       PrefillAttentionPath::wgmma_tma);
   }
 }
 
@@ -995,7 +1000,7 @@ void bench() {
   std::printf("\n## prefill attention (32 heads, 8 KV heads, D 128, block 16, causal): 4 D pairs heads / time\n");
   std::printf("%8s %8s %10s %10s %10s\n", "q_len", "context", "kernel", "ms", "TFLOP/s");
   for (const auto& qc : std::vector<std::pair<int, int>>{
-           {8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {512, 512}, {1024, 1024}}) {
+           {8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {32768, 32768}, {512, 512}, {1024, 1024}}) {
     const int q_len = qc.first, ctx = qc.second;
     const int blocks = ctx / shape.block_size;
     const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
@@ -1013,16 +1018,19 @@ void bench() {
     // Attended pairs: query i (position ctx - q_len + i) sees ctx - q_len + i + 1 keys.
     const double pairs = static_cast<double>(q_len) * (ctx - q_len) + static_cast<double>(q_len) * (q_len + 1) / 2;
     const double flops = 4.0 * shape.head_dim * pairs * shape.heads;
-    for (const auto path : {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma}) {
-      if (path == PrefillAttentionPath::wgmma && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
+    for (const auto& choice : {std::pair{PrefillAttentionPath::mma_sync, "mma.sync"},
+                               std::pair{PrefillAttentionPath::wgmma_cp_async, "wgmma"},
+                               std::pair{PrefillAttentionPath::wgmma_tma, "wgmma tma"}}) {
+      const PrefillAttentionPath path = choice.first;
+      const char* label = choice.second;
+      if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
       const float ms = median_ms(
           [&](int) {
             launch_prefill_attention_path(path, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape,
                                           out.as<bf16>(), 4096, nullptr);
           },
           3, 21);
-      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx,
-                  path == PrefillAttentionPath::wgmma ? "wgmma" : "mma.sync", ms, flops / ms / 1e9);
+      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx, label, ms, flops / ms / 1e9);
     }
   }
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
@@ -1097,8 +1105,11 @@ void bench_prefill_step() {
   const DeviceBatch device_batch(q_start, q_len, ctx, table, blocks_per_seq, kLen, kLen);
   const AttentionBatch& b = device_batch.view;
   const double attention_flops = 4.0 * D * shape.heads * kSeqs * (static_cast<double>(kLen) * (kLen + 1) / 2);
-  for (const auto path : {PrefillAttentionPath::automatic, PrefillAttentionPath::mma_sync}) {
-    line(path == PrefillAttentionPath::automatic ? "prefill attention" : "prefill attention (mma.sync)",
+  for (const auto path :
+       {PrefillAttentionPath::automatic, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::mma_sync}) {
+    line(path == PrefillAttentionPath::automatic        ? "prefill attention"
+         : path == PrefillAttentionPath::wgmma_cp_async ? "prefill attention (wgmma cp.async)"
+                                                        : "prefill attention (mma.sync)",
          median_ms(
              [&](int) {
                launch_prefill_attention_path(path, qkv.as<bf16>(), qkv_width, kc.as<bf16>(), vc.as<bf16>(), b, shape,

@@ -10,7 +10,12 @@
 // capability 9.0 (the sm_90a code in this file runs nowhere else); launch_prefill_attention keeps
 // the mma.sync kernel for everything else. Layouts and descriptor fields are PTX's ("Asynchronous
 // Warpgroup Level Matrix Multiply-Accumulate", shared memory matrix layout and descriptor).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
@@ -111,15 +116,31 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const std::u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
+// One page-table block of one KV head's keys (block_size rows of 128 bytes, a head-dim half) by the
+// tensor-memory accelerator, swizzled on the way as wgmma reads it.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int inner, int outer,
+                                            std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // Two K/V stages and two blocks per SM (128 registers); a warpgroup waits for its S before the softmax
 // and for its O += P V before the next tile (bench/NOTES.md, session 14: a version that overlapped the
-// two, one block per SM, was slower and not correct).
+// two, one block per SM, was slower and not correct). kTma: thread 0 brings each K/V tile as tensor
+// copies of whole cache blocks (k_map, v_map: rows of the paged cache) onto an mbarrier, instead of
+// every thread issuing 16-byte cp.async copies with their addresses (session 18).
+template <bool kTma>
 __global__ void __launch_bounds__(kThreads, 2)
-    prefill_wgmma_kernel(const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
+    prefill_wgmma_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
+                         const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
                          const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
                          int out_stride, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ std::uint64_t kv_full[kStages];  // kTma: tile t's K and V landed (phase t / kStages)
   unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char* ks = qs + kQBytes;             // [kStages][kKvBytes]
   unsigned char* vs = ks + kStages * kKvBytes;  // [kStages][kKvBytes]
@@ -130,6 +151,30 @@ __global__ void __launch_bounds__(kThreads, 2)
   const std::int64_t q_row0 = chunk.q_row0;
   const int tiles = (kv_end + kBk - 1) / kBk;
   const int tid = threadIdx.x;
+  const int bs = chunk.block_size;
+  // kTma: tile `tile`'s cache blocks (those holding a key below kv_end), both head-dim halves of K and V.
+  auto issue_kv_tma = [&](int tile) {
+    const int stage = tile % kStages, key0 = tile * kBk;
+    const int blocks = (min(kBk, kv_end - key0) + bs - 1) / bs;
+    mbar_arrive_expect_tx(&kv_full[stage], static_cast<unsigned>(blocks * bs * kD * 2 * 2));
+    for (int b = 0; b < blocks; ++b) {
+      const int row = static_cast<int>(chunk.cache_row(key0 + b * bs));
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int dst = stage * kKvBytes + half * kKvHalf + b * bs * kRowBytes;
+        tma_load_2d(ks + dst, &k_map, half * (kD / 2), row, &kv_full[stage]);
+        tma_load_2d(vs + dst, &v_map, half * (kD / 2), row, &kv_full[stage]);
+      }
+    }
+  };
+  if constexpr (kTma) {
+    if (tid == 0) {
+      for (int i = 0; i < kStages; ++i) mbar_init(&kv_full[i], 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+    if (tid == 0 && tiles > 0) issue_kv_tma(0);
+  }
 
   // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
   for (int c = tid; c < kBq * kChunks; c += kThreads) {
@@ -152,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       cp_async16(vs + dst, v_cache + off, ok ? 16 : 0);
     }
   };
-  load_kv(0);
+  if constexpr (!kTma) load_kv(0);
   cp_async_commit();
 
   // This thread's rows of its warpgroup's 64: g and g + 8 of its warp's 16 (the accumulator layout).
@@ -251,13 +296,29 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
 
   for (int tile = 0; tile < tiles; ++tile) {
-    cp_async_wait<0>();
-    fence_proxy_async();
-    // Tile `tile` (and Q) is in shared memory for every warpgroup, and every warpgroup is done with
-    // tile - 1, whose stage now takes tile + 1 while this one is computed.
-    __syncthreads();
-    if (tile + 1 < tiles) load_kv(tile + 1);
-    cp_async_commit();
+    if constexpr (kTma) {
+      const int stage = tile % kStages;
+      if (tile == 0) cp_async_wait<0>();  // Q
+      mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
+      // Keys from kv_end on are masked (P = 0), but a V row no step ever wrote may hold NaN and
+      // 0 x NaN is NaN: the last tile's V rows from kv_end on (copied whole blocks, or stale) are zeroed.
+      const int live = kv_end - tile * kBk;
+      for (int c = tid; live < kBk && c < (kBk - live) * kChunks; c += kThreads) {
+        *reinterpret_cast<uint4*>(vs + stage * kKvBytes + swizzled(live + c / kChunks, c % kChunks, kKvHalf)) =
+            make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async();
+      __syncthreads();  // every warpgroup is done with tile - 1: its stage takes tile + 1
+      if (tid == 0 && tile + 1 < tiles) issue_kv_tma(tile + 1);
+    } else {
+      cp_async_wait<0>();
+      fence_proxy_async();
+      // Tile `tile` (and Q) is in shared memory for every warpgroup, and every warpgroup is done with
+      // tile - 1, whose stage now takes tile + 1 while this one is computed.
+      __syncthreads();
+      if (tile + 1 < tiles) load_kv(tile + 1);
+      cp_async_commit();
+    }
     if (tile < wg_tiles) {
       float s[kBk / 2], alpha[2];
       std::uint32_t pa[kBk / 16][4];  // P of the tile (BF16 A fragments)
@@ -320,18 +381,83 @@ bool prefill_attention_wgmma_by_default() {
   return on;
 }
 
-bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
-                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
-                                    cudaStream_t stream) {
-  if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
-  if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
+namespace {
+
+// Cache blocks the tensor copies take whole: a power of two of at least one swizzle atom (8 rows) that
+// divides the 64-key tile, so each block lands 1024-byte aligned.
+bool tma_block_size(int block_size) {
+  return block_size == 8 || block_size == 16 || block_size == 32 || block_size == 64;
+}
+
+// A tensor map over a paged cache seen as rows of kD BF16 values (256 bytes), boxes of one cache block
+// by a head-dim half (64 values: one 128-byte swizzle row). Its row count is the largest an int
+// coordinate reaches: copies read only the blocks the kernel names. The driver's encoder, found
+// through the runtime (no -lcuda).
+CUtensorMap cache_tensor_map(const bf16* cache, int block_size) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    GPUSCOUT_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+      throw std::runtime_error("the CUDA driver has no cuTensorMapEncodeTiled (prefill attention's tensor copies)");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {kD, 0x7fffffffull};
+  const cuuint64_t strides[1] = {kD * sizeof(bf16)};
+  const cuuint32_t box[2] = {kD / 2, static_cast<cuuint32_t>(block_size)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(cache), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("cuTensorMapEncodeTiled failed for the KV cache (error " +
+                             std::to_string(static_cast<int>(r)) + ")");
+  }
+  return map;
+}
+
+template <bool kTma>
+void launch(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, const AttentionBatch& batch,
+            const AttentionShape& shape, bf16* out, int out_stride, cudaStream_t stream) {
   // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
   GPUSCOUT_CUDA_CHECK(
-      cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+      cudaFuncSetAttribute(prefill_wgmma_kernel<kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  CUtensorMap k_map{}, v_map{};
+  if constexpr (kTma) {
+    k_map = cache_tensor_map(k_cache, shape.block_size);
+    v_map = cache_tensor_map(v_cache, shape.block_size);
+  }
   const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
-  prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(
-      q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  prefill_wgmma_kernel<kTma><<<grid, kThreads, kSmemBytes, stream>>>(k_map, v_map, q, q_stride, k_cache, v_cache, batch,
+                                                                     shape, out, out_stride,
+                                                                     flash::kLog2e / sqrtf(static_cast<float>(kD)));
   GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool prefill_attention_tma_by_default() {
+  static const bool on = env_switch_on("GPUSCOUT_PREFILL_TMA");
+  return on;
+}
+
+bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
+                                    cudaStream_t stream, WgmmaLoads loads) {
+  if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
+  if (loads == WgmmaLoads::tensor_copies && !tma_block_size(shape.block_size)) return false;
+  if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
+  const bool tma =
+      loads == WgmmaLoads::tensor_copies ||
+      (loads == WgmmaLoads::automatic && tma_block_size(shape.block_size) && prefill_attention_tma_by_default());
+  if (tma) {
+    launch<true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  } else {
+    launch<false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  }
   return true;
 }
 
