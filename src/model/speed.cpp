@@ -16,9 +16,8 @@ namespace {
 
 using specs::Precision;
 
-constexpr double kActivationBytes = 2;    // BF16 activations
-constexpr double kFlashEfficiency = 0.8;  // assumption: FlashAttention reaches 0.8 of a same-m GEMM's efficiency
-constexpr double kKernelsPerLayer = 10;   // norms, QKV, RoPE, attention, O, residuals, gate/up, act, down
+constexpr double kActivationBytes = 2;   // BF16 activations
+constexpr double kKernelsPerLayer = 10;  // norms, QKV, RoPE, attention, O, residuals, gate/up, act, down
 
 double peak_flops(const SpeedContext& ctx, Precision precision) {
   const auto peak = ctx.gpu->peak_tflops(precision);
@@ -82,7 +81,8 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     const double attn_flops = 4 * heads * hd * attended;
     const double attn_bytes = g.sequences * (g.context + n) * kv_per_token_layer + 2 * g.sequences * n * heads * hd * 2;
     OpTime op{"attention", attn_flops * layers, attn_bytes * layers, 0, "memory"};
-    const double eta = ctx.calibration.gemm_efficiency(Precision::bf16, std::max(n, 1.0)) * kFlashEfficiency;
+    const double eta =
+        ctx.calibration.gemm_efficiency(Precision::bf16, std::max(n, 1.0)) * ctx.framework.flash_efficiency;
     const double tc =
         attn_flops / (peak_flops(ctx, ctx.gpu->peak_tflops(Precision::bf16) ? Precision::bf16 : Precision::fp16) * eta);
     const double tm = attn_bytes / (bandwidth(ctx) * ctx.calibration.memory_efficiency(attn_bytes));
@@ -177,7 +177,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
   std::vector<FrameworkProfile> out;
   for (auto& e : top.array_of_tables("framework")) {
     e.reject_unknown_keys({"key", "name", "step_overhead_ms", "kernel_gap_us", "cuda_graphs", "memory_fraction",
-                           "tp_overlap", "dp_overlap", "prunes_last_layer", "source"});
+                           "tp_overlap", "dp_overlap", "prunes_last_layer", "flash_efficiency", "source"});
     FrameworkProfile f;
     f.key = e.required_string("key");
     e.set_entry(f.key);
@@ -189,6 +189,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
     f.tp_overlap = e.required_number("tp_overlap", 0, 1);
     f.dp_overlap = e.required_number("dp_overlap", 0, 1);
     f.prunes_last_layer = e.optional_bool("prunes_last_layer").value_or(false);
+    if (e.has("flash_efficiency")) f.flash_efficiency = e.required_number("flash_efficiency", 0.01, 1);
     f.source = e.required_string("source");
     out.push_back(std::move(f));
   }

@@ -100,6 +100,31 @@ TEST(Speed, PrunedLastLayerShortensPrefillOnly) {
   for (const auto& f : frameworks()) EXPECT_EQ(f.prunes_last_layer, f.key == "gpuscout") << f.key;
 }
 
+TEST(Speed, FlashEfficiencyScalesTheAttentionCoreOnly) {
+  // A 32k-token prefill spends about a third of its FLOPs in causal attention: its compute time is
+  // inversely proportional to the profile's flash_efficiency, and the GEMMs do not move.
+  auto ctx = context("H200-SXM-141GB", "gpuscout");
+  ctx.framework.prunes_last_layer = false;  // else the last layer's one-query attention (memory-bound) adds a constant
+  InferenceSetup s;
+  s.arch = catalog().get("llama-3.1-8b").arch;
+  s.weights = parse_quantization("bf16", "--precision");
+  auto attention_and_gemms = [&](const SpeedContext& c) {
+    double attention = 0, gate_up = 0;
+    for (const auto& op : forward_step(c, s, 1, 32768, 0).ops) {
+      if (op.key == "attention") attention = op.seconds;
+      if (op.key == "gate_up") gate_up = op.seconds;
+    }
+    return std::pair{attention, gate_up};
+  };
+  const auto measured = attention_and_gemms(ctx);
+  ctx.framework.flash_efficiency = 0.8;
+  const auto assumed = attention_and_gemms(ctx);
+  EXPECT_NEAR(measured.first / assumed.first, 0.8 / 0.66, 1e-9);
+  EXPECT_DOUBLE_EQ(measured.second, assumed.second);
+  // The gpuscout profile's figure is measured; the others keep the 0.8 assumption.
+  for (const auto& f : frameworks()) EXPECT_DOUBLE_EQ(f.flash_efficiency, f.key == "gpuscout" ? 0.66 : 0.8) << f.key;
+}
+
 TEST(Speed, ServerSearchRespectsBounds) {
   const auto ctx = context("H200-SXM-141GB", "vllm");
   InferenceSetup s;

@@ -30,6 +30,9 @@ struct FrameworkProfile {
   // A step with prefill finishes the last decoder layer for the sampled rows only (K/V for every
   // row): gpuscout's engine (EngineOptions::prune_last_layer). Optional in the file, default false.
   bool prunes_last_layer = false;
+  // The attention core's FLOP rate as a fraction of a same-m GEMM's (the calibrated efficiency curve).
+  // Optional in the file; 0.8 (an assumption for FlashAttention kernels) when absent.
+  double flash_efficiency = 0.8;
   std::string source;
 };
 // data/frameworks.toml. Throws DataError.
