@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int blocks = (min(kBk, kv_end - key0) + bs - 1) / bs;
     mbar_arrive_expect_tx(&kv_full[stage], static_cast<unsigned>(blocks * bs * kD * 2 * 2));
     for (int b = 0; b < blocks; ++b) {
+      // Tensor-copy coordinates are 32-bit: 2^31 rows of 256 bytes (512 GiB) exceed any GPU's cache.
       const int row = static_cast<int>(chunk.cache_row(key0 + b * bs));
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
