@@ -738,10 +738,17 @@ std::optional<Section> serve_section(const std::vector<ReportInput>& inputs, con
                            : prefill ? metric_value(r, "throughput_pct_of_peak")
                                      : kNaN;
         const double tflops = prefill ? metric_value(r, "throughput") : kNaN;
-        const char* note =
-            decode    ? "ms per decode step; % of the HBM roofline (weights + KV bytes / copy bandwidth)"
-            : prefill ? "ms for the whole prompt (one step); % of the dense BF16 peak"
-                      : "output tokens/s of the batch end to end (the median of its runs); median TPOT as ms/step";
+        std::string note = decode    ? "ms per decode step; % of the HBM roofline (weights + KV bytes / copy bandwidth)"
+                           : prefill ? "ms for the whole prompt (one step); % of the dense BF16 peak"
+                                     : "output tokens/s of the batch end to end; median TPOT as ms/step";
+        // A static batch run several times (bench --static-repeats): its median run, and the range.
+        const Metric* rate = kind == "static" ? r.find_metric("output_tokens_per_s") : nullptr;
+        if (rate != nullptr && rate->samples > 1 && rate->spread) {
+          note = fmt::format(
+              "output tokens/s of the batch end to end, the median of {} runs ({}-{}); median TPOT as "
+              "ms/step",
+              rate->samples, format_metric(rate->spread->min), format_metric(rate->spread->max));
+        }
         steps.add_row({run_name(inputs[i].origin), parts.size() > 4 ? parts[1] + "/" + parts[4] : kind,
                        serve_model(r, parts), serve_tp(r, parts), format_metric(tokens), format_metric(ms),
                        std::isfinite(pct) ? format_number(pct, 1) : "n/a", format_metric(tflops), note});

@@ -248,6 +248,16 @@ TEST(HtmlReport, ServeStepFiguresTable) {
   EXPECT_EQ(html.find("chart-serve-"), std::string::npos);
 }
 
+// The static batch run three times (session 18 on): the note names the runs and their range.
+TEST(HtmlReport, RepeatedStaticBatchShowsItsRange) {
+  const std::string file =
+      std::string(GPUSCOUT_SOURCE_DIR) + "/bench/results/h200-serve-llama-3.1-8b-final-s18-20261201.json";
+  const auto set = results::read_result_file(file);
+  const std::string html = render_html_report({{file, set}}, {});
+  EXPECT_NE(html.find("the median of 3 runs (3895-3946)"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">3933</td>"), std::string::npos);
+}
+
 TEST(HtmlReport, ServeHostileModelNameEscaped) {
   ResultSet r;
   for (int i = 0; i < 3; ++i) {
