@@ -4,10 +4,7 @@
 # Needs $DIST/infer_engine_test and $DIST/infer_gemm_test. Writes $OUT/mixed-probe.txt.
 set -uo pipefail
 source bench/dist_env.sh
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-log="$OUT/mixed-probe.txt"
-write_env "$log"
+ab_begin mixed-probe
 {
   echo "# build $("$bin" --version | head -1)"
   echo "== infer_gemm_test --mid-rows"

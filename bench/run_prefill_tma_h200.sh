@@ -3,13 +3,11 @@
 # NaN-poisoned cache slots), compute-sanitizer memcheck of the prefill cases, the kernels alone at
 # 512..32k (infer_kernels_test --bench), the engine checks, then the engine bench with
 # GPUSCOUT_PREFILL_TMA=0 / 1 interleaved (ROUNDS, default 2) and the serve prefills at 8k/32k.
-# Needs $DIST/infer_kernels_test and infer_engine_test. Writes $OUT/prefill-tma.txt.
+# Needs $DIST/infer_kernels_test and infer_engine_test. Writes $OUT/prefill-tma.txt and the serve
+# result files as $OUT/prefill-tma.tar.gz.
 set -uo pipefail
 source bench/dist_env.sh
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-log="$OUT/prefill-tma.txt"
-write_env "$log"
+ab_begin prefill-tma
 {
   echo "# build $("$bin" --version | head -1)"
   echo "== infer_kernels_test (checks) and --bench"
@@ -26,8 +24,8 @@ write_env "$log"
       GPUSCOUT_PREFILL_TMA=$tma timeout 200 "$DIST/infer_engine_test" --bench llama-3.1-8b | grep -E "^prefill|^decode batch"
       echo "== serve prefill 8k/32k GPUSCOUT_PREFILL_TMA=$tma, round $round"
       GPUSCOUT_PREFILL_TMA=$tma timeout 200 "$bin" bench --only serve/prefill --serve-prefill 8192,32768 \
-        --out "$OUT/serve-prefill-tma$tma-$round.json" 2>&1 | grep -E "serve/prefill.*(time|throughput) "
+        --out "$runs/serve-prefill-tma$tma-$round.json" 2>&1 | grep -E "serve/prefill.*(time|throughput) "
     done
   done
 } >>"$log" 2>&1
-cut -c1-250 "$log"
+ab_end prefill-tma
