@@ -1075,10 +1075,14 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
       if (r0.gemm->tie_margin(cls, b) < kTieMargin) ties.push_back(cls);
     }
     if (ties.empty()) continue;
-    auto recapture = [&](int c) {
+    // Slot 0 while choices are timed; both slots once they are final (pipelined steps alternate
+    // between the two, and a slot with other choices would compute other numbers).
+    auto recapture = [&](int c, bool both_slots = false) {
       const StepDims pad = fill_padding(b, c);
       run_ranks("start-up capture, batch", b, [&](int ri) {
-        capture(*ranks[static_cast<std::size_t>(ri)], {b, c}, pad, 0);
+        for (int slot = 0; slot < (both_slots ? 2 : 1); ++slot) {
+          capture(*ranks[static_cast<std::size_t>(ri)], {b, c}, pad, slot);
+        }
       });
     };
     std::vector<int> kept;  // classes swapped in the last timed context class
@@ -1089,7 +1093,7 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
       below = c;
       if (c > kLongestTimedClass && c != ctx_classes.front()) {
         for (int cls : kept) swap_all(cls, b);
-        recapture(c);
+        recapture(c, true);
         for (int cls : kept) swap_all(cls, b);
         continue;
       }
@@ -1174,7 +1178,7 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
       }
       line.pop_back();
       lines.push_back(line);
-      recapture(c);                           // with the choices kept
+      recapture(c, true);                     // both slots, with the choices kept
       for (int cls : kept) swap_all(cls, b);  // the runner back to the choices timing alone made
     }
   }
@@ -1536,8 +1540,12 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   }
   if (options.cuda_graphs) {
     // Pipelined steps alternate between two graphs (their own metadata buffers and token slots).
+    // resolve_gemm_ties captured slot 1 where it settled choices in whole steps: the runner holds
+    // the choices of timing alone again, which a capture here would give slot 1 instead (session 18:
+    // the two slots then computed different numbers, and half the steps ran the unsettled choices).
     for (int b : e.buckets) {
       for (int c : e.ctx_classes) {
+        if (e.ranks[0]->graphs[{b, c}][1] != nullptr) continue;
         const StepDims d = e.fill_padding(b, c);
         e.run_ranks("start-up capture, batch", b, [&](int ri) {
           e.capture(*e.ranks[static_cast<std::size_t>(ri)], {b, c}, d, 1);
