@@ -396,7 +396,8 @@ struct CudaEngine::Impl {
   };
   StepKey key_for(const gi::StepPlan& plan) const;
   // The graph of one pipeline slot. Start-up timing captures and re-captures slot 0 only; slot 1
-  // is captured once the choices are final (the end of create()).
+  // is captured once the choices are final (by resolve_gemm_ties where it settles ties, else at
+  // the end of create()).
   void capture(Rank& r, std::pair<int, int> key, const StepDims& d, int slot);
   // key.first 0: eager. launch_on_rank queues the step (metadata copy from the current staging
   // block into meta[slot] on the copy stream, graph or kernels of `slot`, step_done[slot]);
