@@ -15,10 +15,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -933,6 +935,47 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
   }
 }
 
+// Llama-3.1-8B's prefill attention (32 heads, 8 KV heads, D 128, block 16, causal) at each (q_len,
+// context), on each path: the median of `reps` launches after 3 warm-ups.
+void bench_prefill_attention(const std::vector<std::pair<int, int>>& sizes,
+                             const std::vector<PrefillAttentionPath>& paths, int reps) {
+  const AttentionShape shape{32, 8, 128, 16};
+  std::printf("\n## prefill attention (32 heads, 8 KV heads, D 128, block 16, causal): 4 D pairs heads / time\n");
+  std::printf("%8s %8s %10s %10s %10s\n", "q_len", "context", "kernel", "ms", "TFLOP/s");
+  for (const auto& qc : sizes) {
+    const int q_len = qc.first, ctx = qc.second;
+    const int blocks = ctx / shape.block_size;
+    const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
+    Dev<u16> k(static_cast<std::size_t>(blocks) * block_elems), v(k.n);
+    fill_random_device(k.p, k.n);
+    fill_random_device(v.p, v.n);
+    std::vector<std::int32_t> table(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    const DeviceBatch device_batch({0}, {q_len}, {ctx}, table, blocks, ctx, q_len);
+    const AttentionBatch& b = device_batch.view;
+    const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+    Dev<u16> q(static_cast<std::size_t>(q_len) * q_stride), out(static_cast<std::size_t>(q_len) * 4096);
+    fill_random_device(q.p, q.n);
+    // Attended pairs: query i (position ctx - q_len + i) sees ctx - q_len + i + 1 keys.
+    const double pairs = static_cast<double>(q_len) * (ctx - q_len) + static_cast<double>(q_len) * (q_len + 1) / 2;
+    const double flops = 4.0 * shape.head_dim * pairs * shape.heads;
+    for (const PrefillAttentionPath path : paths) {
+      const char* label = path == PrefillAttentionPath::mma_sync         ? "mma.sync"
+                          : path == PrefillAttentionPath::wgmma_cp_async ? "wgmma"
+                                                                         : "wgmma tma";
+      if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
+      const float ms = median_ms(
+          [&](int) {
+            launch_prefill_attention_path(path, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape,
+                                          out.as<bf16>(), 4096, nullptr);
+          },
+          3, reps);
+      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx, label, ms, flops / ms / 1e9);
+    }
+  }
+}
+
 void bench() {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -996,43 +1039,9 @@ void bench() {
   bench_decode_attention({32, 8, 128, 16}, "Llama-3.1-8B", true);
   bench_decode_attention({28, 4, 128, 16}, "Qwen2.5-7B", false);
 
-  const AttentionShape shape{32, 8, 128, 16};
-  std::printf("\n## prefill attention (32 heads, 8 KV heads, D 128, block 16, causal): 4 D pairs heads / time\n");
-  std::printf("%8s %8s %10s %10s %10s\n", "q_len", "context", "kernel", "ms", "TFLOP/s");
-  for (const auto& qc : std::vector<std::pair<int, int>>{
-           {8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {32768, 32768}, {512, 512}, {1024, 1024}}) {
-    const int q_len = qc.first, ctx = qc.second;
-    const int blocks = ctx / shape.block_size;
-    const std::size_t block_elems = static_cast<std::size_t>(shape.kv_heads) * shape.block_size * shape.head_dim;
-    Dev<u16> k(static_cast<std::size_t>(blocks) * block_elems), v(k.n);
-    fill_random_device(k.p, k.n);
-    fill_random_device(v.p, v.n);
-    std::vector<std::int32_t> table(blocks);
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
-    const DeviceBatch device_batch({0}, {q_len}, {ctx}, table, blocks, ctx, q_len);
-    const AttentionBatch& b = device_batch.view;
-    const int q_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
-    Dev<u16> q(static_cast<std::size_t>(q_len) * q_stride), out(static_cast<std::size_t>(q_len) * 4096);
-    fill_random_device(q.p, q.n);
-    // Attended pairs: query i (position ctx - q_len + i) sees ctx - q_len + i + 1 keys.
-    const double pairs = static_cast<double>(q_len) * (ctx - q_len) + static_cast<double>(q_len) * (q_len + 1) / 2;
-    const double flops = 4.0 * shape.head_dim * pairs * shape.heads;
-    for (const auto& choice : {std::pair{PrefillAttentionPath::mma_sync, "mma.sync"},
-                               std::pair{PrefillAttentionPath::wgmma_cp_async, "wgmma"},
-                               std::pair{PrefillAttentionPath::wgmma_tma, "wgmma tma"}}) {
-      const PrefillAttentionPath path = choice.first;
-      const char* label = choice.second;
-      if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
-      const float ms = median_ms(
-          [&](int) {
-            launch_prefill_attention_path(path, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape,
-                                          out.as<bf16>(), 4096, nullptr);
-          },
-          3, 21);
-      std::printf("%8d %8d %10s %10.3f %10.1f\n", q_len, ctx, label, ms, flops / ms / 1e9);
-    }
-  }
+  bench_prefill_attention(
+      {{8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {32768, 32768}, {512, 512}, {1024, 1024}},
+      {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::wgmma_tma}, 21);
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
   {
     const int m = 8192, n = 4096, k = 4096;
@@ -1257,6 +1266,14 @@ int main(int argc, char** argv) {
       const bool qwen = std::strcmp(argv[2], "qwen") == 0;
       bench_decode_attention(qwen ? AttentionShape{28, 4, 128, 16} : AttentionShape{32, 8, 128, 16},
                              qwen ? "Qwen2.5-7B" : "Llama-3.1-8B", false, 32);
+      return 0;
+    }
+    if (argc > 2 && std::strcmp(argv[1], "--prefill-profile") == 0) {
+      // Launches only (no checks): the tensor-copy kernel at q_len = context = N, 3 warm-ups and 3
+      // timed launches, for Nsight Compute (--kernel-name regex:prefill_wgmma --launch-skip 3).
+      const int n = std::atoi(argv[2]);
+      if (n < 1 || n % 16 != 0) throw std::invalid_argument("--prefill-profile N: N a positive multiple of 16");
+      bench_prefill_attention({{n, n}}, {PrefillAttentionPath::wgmma_tma}, 3);
       return 0;
     }
     // --decode-only: just the decode attention cases (small enough for compute-sanitizer).
