@@ -132,15 +132,21 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 // two, one block per SM, was slower and not correct). kTma: thread 0 brings each K/V tile as tensor
 // copies of whole cache blocks (k_map, v_map: rows of the paged cache) onto an mbarrier, instead of
 // every thread issuing 16-byte cp.async copies with their addresses (session 18).
-template <bool kTma>
+// kRelease (with kTma): no block barrier at each tile. Each warp releases a stage when its MMAs on
+// it are done, and the last of the eight refills it, so one warpgroup can run a tile ahead of the
+// other and its MMAs overlap the other's softmax (session 19; Nsight Compute put 31% of the stalls
+// at the barrier). Without it every tile starts with __syncthreads.
+template <bool kTma, bool kRelease>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_wgmma_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                          const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
                          const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
                          int out_stride, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(kTma || !kRelease, "the per-stage release refills stages by tensor copies");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t kv_full[kStages];  // kTma: tile t's K and V landed (phase t / kStages)
+  __shared__ int kv_released[kStages];        // kRelease: warps done with the stage's current tile
   unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char* ks = qs + kQBytes;             // [kStages][kKvBytes]
   unsigned char* vs = ks + kStages * kKvBytes;  // [kStages][kKvBytes]
@@ -173,8 +179,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int i = 0; i < kStages; ++i) mbar_init(&kv_full[i], 1);
       mbar_init_fence();
     }
+    if (kRelease && tid < kStages) kv_released[tid] = 0;
     __syncthreads();
-    if (tid == 0 && tiles > 0) issue_kv_tma(0);
+    if (tid == 0) {
+      // Without the per-stage release, the loop's first barrier hands the second stage out.
+      for (int t = 0; t < (kRelease ? kStages : 1) && t < tiles; ++t) issue_kv_tma(t);
+    }
   }
 
   // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
@@ -296,8 +306,27 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
 
+  if constexpr (kRelease) {
+    cp_async_wait<0>();  // Q, for both warpgroups: the loop has no block barrier to publish it
+    fence_proxy_async();
+    __syncthreads();
+  }
   for (int tile = 0; tile < tiles; ++tile) {
-    if constexpr (kTma) {
+    if constexpr (kRelease) {
+      const int stage = tile % kStages;
+      mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
+      // The last tile (the same one for the whole block): its V rows from kv_end on are zeroed as below,
+      // and published with the one block barrier of the loop.
+      const int live = kv_end - tile * kBk;
+      if (live < kBk) {
+        for (int c = tid; c < (kBk - live) * kChunks; c += kThreads) {
+          *reinterpret_cast<uint4*>(vs + stage * kKvBytes + swizzled(live + c / kChunks, c % kChunks, kKvHalf)) =
+              make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async();
+        __syncthreads();
+      }
+    } else if constexpr (kTma) {
       const int stage = tile % kStages;
       if (tile == 0) cp_async_wait<0>();  // Q
       mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
@@ -333,6 +362,21 @@ __global__ void __launch_bounds__(kThreads, 2)
       wgmma_wait_all();
       fence_registers(o);
       fence_registers(pa);
+    }
+    if constexpr (kRelease) {
+      // This warp's MMAs on the stage are done (or it had none); the eighth warp to say so refills it.
+      if (tile + kStages < tiles) {
+        __syncwarp();
+        if (lane == 0) {
+          __threadfence_block();
+          const int stage = tile % kStages;
+          if (atomicAdd(&kv_released[stage], 1) == kThreads / 32 - 1) {
+            kv_released[stage] = 0;
+            __threadfence_block();
+            issue_kv_tma(tile + kStages);
+          }
+        }
+      }
     }
   }
   if (!wg_live) return;
@@ -420,21 +464,21 @@ CUtensorMap cache_tensor_map(const bf16* cache, int block_size) {
   return map;
 }
 
-template <bool kTma>
+template <bool kTma, bool kRelease>
 void launch(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, const AttentionBatch& batch,
             const AttentionShape& shape, bf16* out, int out_stride, cudaStream_t stream) {
   // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
-  GPUSCOUT_CUDA_CHECK(
-      cudaFuncSetAttribute(prefill_wgmma_kernel<kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kTma, kRelease>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   CUtensorMap k_map{}, v_map{};
   if constexpr (kTma) {
     k_map = cache_tensor_map(k_cache, shape.block_size);
     v_map = cache_tensor_map(v_cache, shape.block_size);
   }
   const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
-  prefill_wgmma_kernel<kTma><<<grid, kThreads, kSmemBytes, stream>>>(k_map, v_map, q, q_stride, k_cache, v_cache, batch,
-                                                                     shape, out, out_stride,
-                                                                     flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  prefill_wgmma_kernel<kTma, kRelease>
+      <<<grid, kThreads, kSmemBytes, stream>>>(k_map, v_map, q, q_stride, k_cache, v_cache, batch, shape, out,
+                                               out_stride, flash::kLog2e / sqrtf(static_cast<float>(kD)));
   GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
@@ -445,19 +489,28 @@ bool prefill_attention_tma_by_default() {
   return on;
 }
 
+bool prefill_attention_release_by_default() {
+  static const bool on = env_switch_on("GPUSCOUT_PREFILL_RELEASE");
+  return on;
+}
+
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
                                     cudaStream_t stream, WgmmaLoads loads) {
   if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
-  if (loads == WgmmaLoads::tensor_copies && !tma_block_size(shape.block_size)) return false;
+  const bool copies = loads == WgmmaLoads::tensor_copies || loads == WgmmaLoads::tensor_copies_barrier;
+  if (copies && !tma_block_size(shape.block_size)) return false;
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
-  const bool tma =
-      loads == WgmmaLoads::tensor_copies ||
-      (loads == WgmmaLoads::automatic && tma_block_size(shape.block_size) && prefill_attention_tma_by_default());
-  if (tma) {
-    launch<true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  const bool tma = copies || (loads == WgmmaLoads::automatic && tma_block_size(shape.block_size) &&
+                              prefill_attention_tma_by_default());
+  const bool release =
+      loads == WgmmaLoads::tensor_copies || (loads == WgmmaLoads::automatic && prefill_attention_release_by_default());
+  if (tma && release) {
+    launch<true, true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  } else if (tma) {
+    launch<true, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   } else {
-    launch<false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+    launch<false, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   }
   return true;
 }
