@@ -672,6 +672,14 @@ void test_prefill_attention() {
     run_prefill_cases("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16 (q_len <= 64)", shape,
                       shortq);
   }
+  // Chunks over several 256-query blocks and a ring that wraps many times (the tensor-copy kernel's
+  // four-warpgroup blocks), with a chunk that starts mid-context.
+  BatchHost wide;
+  wide.ctx = {1500, 520, 300};
+  wide.q_len = {700, 520, 1};
+  wide.q_start = {0, 705, 1230};
+  run_prefill_cases("prefill attention D 128 heads 8 kv 2 block 16 (chunks of 520-700)", AttentionShape{8, 2, 128, 16},
+                    wide);
   BatchHost longq;
   longq.ctx = {1000, 259, 777, 129};
   longq.q_len = {259, 259, 200, 127};
@@ -966,6 +974,7 @@ void bench_prefill_attention(const std::vector<std::pair<int, int>>& sizes,
       const char* label = path == PrefillAttentionPath::mma_sync         ? "mma.sync"
                           : path == PrefillAttentionPath::wgmma_cp_async ? "wgmma"
                           : path == PrefillAttentionPath::wgmma_tma      ? "wgmma tma"
+                          : path == PrefillAttentionPath::wgmma          ? "wgmma auto"
                                                                          : "tma barrier";
       if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
       const float ms = median_ms(
@@ -1274,14 +1283,15 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc > 2 && std::strcmp(argv[1], "--prefill-profile") == 0) {
-      // Launches only (no checks): the tensor-copy kernel at q_len = context = N, 3 warm-ups and 3
-      // timed launches, for Nsight Compute (--kernel-name regex:prefill_wgmma --launch-skip 3).
-      // A third argument "barrier": the block-barrier kernel of session 18 instead.
+      // Launches only (no checks): the wgmma kernel at q_len = context = N, 3 warm-ups and 3 timed
+      // launches, for Nsight Compute (--kernel-name regex:prefill_wgmma --launch-skip 3). Its automatic
+      // loads and hand-over (GPUSCOUT_PREFILL_TMA / _RELEASE / _WIDE choose); a third argument
+      // "barrier": the block-barrier kernel of session 18 instead.
       const int n = std::atoi(argv[2]);
       if (n < 1 || n % 16 != 0) throw std::invalid_argument("--prefill-profile N: N a positive multiple of 16");
       const bool barrier = argc > 3 && std::strcmp(argv[3], "barrier") == 0;
       bench_prefill_attention({{n, n}},
-                              {barrier ? PrefillAttentionPath::wgmma_tma_barrier : PrefillAttentionPath::wgmma_tma}, 3);
+                              {barrier ? PrefillAttentionPath::wgmma_tma_barrier : PrefillAttentionPath::wgmma}, 3);
       return 0;
     }
     // --decode-only: just the decode attention cases (small enough for compute-sanitizer).

@@ -66,11 +66,14 @@ bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int
                                    bf16* out, int out_stride, cudaStream_t stream);
 // How the wgmma kernel brings K/V tiles into shared memory: 16-byte cp.async copies by every thread, or
 // tensor copies of whole cache blocks by one thread (the tensor-memory accelerator, session 18). With
-// tensor copies, a stage is refilled once every warp released it (session 19), or, tensor_copies_barrier,
-// after a block barrier at every tile (session 18; cp_async always works that way).
+// tensor copies, a stage is refilled once every warp released it, in blocks of four warpgroups sharing
+// a ring of four tiles (session 19), or, tensor_copies_barrier, after a block barrier at every tile, in
+// blocks of two warpgroups and two stages (session 18; cp_async always works that way). Automatic
+// tensor copies follow the two switches below.
 enum class WgmmaLoads { automatic, cp_async, tensor_copies, tensor_copies_barrier };
 bool prefill_attention_tma_by_default();      // unless GPUSCOUT_PREFILL_TMA=0
 bool prefill_attention_release_by_default();  // unless GPUSCOUT_PREFILL_RELEASE=0
+bool prefill_attention_wide_by_default();     // unless GPUSCOUT_PREFILL_WIDE=0
 // False, launching nothing, where the kernel (or the loads asked for) cannot run.
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
