@@ -637,8 +637,6 @@ void run_prefill_cases(const std::string& name, const AttentionShape& shape, con
                        PrefillAttentionPath::wgmma_cp_async);
     run_attention_case(name + " [wgmma tma]", shape, b, false, DecodeKernel::automatic, 0,
                        PrefillAttentionPath::wgmma_tma);
-    run_attention_case(name + " [wgmma tma, block barrier]", shape, b, false, DecodeKernel::automatic, 0,
-                       PrefillAttentionPath::wgmma_tma_barrier);
   }
 }
 
@@ -672,14 +670,14 @@ void test_prefill_attention() {
     run_prefill_cases("prefill attention D " + std::to_string(D) + " heads 8 kv 2 block 16 (q_len <= 64)", shape,
                       shortq);
   }
-  // Chunks over several 256-query blocks and a ring that wraps many times (the tensor-copy kernel's
-  // four-warpgroup blocks), with a chunk that starts mid-context.
-  BatchHost wide;
-  wide.ctx = {1500, 520, 300};
-  wide.q_len = {700, 520, 1};
-  wide.q_start = {0, 705, 1230};
+  // Chunks over several query blocks and a K/V ring that wraps many times, with a chunk that starts
+  // mid-context.
+  BatchHost long_chunks;
+  long_chunks.ctx = {1500, 520, 300};
+  long_chunks.q_len = {700, 520, 1};
+  long_chunks.q_start = {0, 705, 1230};
   run_prefill_cases("prefill attention D 128 heads 8 kv 2 block 16 (chunks of 520-700)", AttentionShape{8, 2, 128, 16},
-                    wide);
+                    long_chunks);
   BatchHost longq;
   longq.ctx = {1000, 259, 777, 129};
   longq.q_len = {259, 259, 200, 127};
@@ -973,9 +971,7 @@ void bench_prefill_attention(const std::vector<std::pair<int, int>>& sizes,
     for (const PrefillAttentionPath path : paths) {
       const char* label = path == PrefillAttentionPath::mma_sync         ? "mma.sync"
                           : path == PrefillAttentionPath::wgmma_cp_async ? "wgmma"
-                          : path == PrefillAttentionPath::wgmma_tma      ? "wgmma tma"
-                          : path == PrefillAttentionPath::wgmma          ? "wgmma auto"
-                                                                         : "tma barrier";
+                                                                         : "wgmma tma";
       if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
       const float ms = median_ms(
           [&](int) {
@@ -1053,9 +1049,7 @@ void bench() {
 
   bench_prefill_attention(
       {{8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {32768, 32768}, {512, 512}, {1024, 1024}},
-      {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::wgmma_tma_barrier,
-       PrefillAttentionPath::wgmma_tma},
-      21);
+      {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::wgmma_tma}, 21);
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
   {
     const int m = 8192, n = 4096, k = 4096;
@@ -1283,15 +1277,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc > 2 && std::strcmp(argv[1], "--prefill-profile") == 0) {
-      // Launches only (no checks): the wgmma kernel at q_len = context = N, 3 warm-ups and 3 timed
-      // launches, for Nsight Compute (--kernel-name regex:prefill_wgmma --launch-skip 3). Its automatic
-      // loads and hand-over (GPUSCOUT_PREFILL_TMA / _RELEASE / _WIDE choose); a third argument
-      // "barrier": the block-barrier kernel of session 18 instead.
+      // Launches only (no checks): the tensor-copy kernel at q_len = context = N, 3 warm-ups and 3
+      // timed launches, for Nsight Compute (--kernel-name regex:prefill_wgmma --launch-skip 3).
       const int n = std::atoi(argv[2]);
       if (n < 1 || n % 16 != 0) throw std::invalid_argument("--prefill-profile N: N a positive multiple of 16");
-      const bool barrier = argc > 3 && std::strcmp(argv[3], "barrier") == 0;
-      bench_prefill_attention({{n, n}},
-                              {barrier ? PrefillAttentionPath::wgmma_tma_barrier : PrefillAttentionPath::wgmma}, 3);
+      bench_prefill_attention({{n, n}}, {PrefillAttentionPath::wgmma_tma}, 3);
       return 0;
     }
     // --decode-only: just the decode attention cases (small enough for compute-sanitizer).

@@ -28,27 +28,18 @@ namespace gpuscout::cuda::infer {
 namespace {
 
 constexpr int kD = 128;
-constexpr int kBk = 64;          // keys per tile
+constexpr int kBq = 128;  // queries per block: two warpgroups of 64 rows
+constexpr int kBk = 64;   // keys per tile
+constexpr int kThreads = 256;
 constexpr int kChunks = kD / 8;  // 16-byte chunks per row
 constexpr int kRowBytes = 128;   // one swizzle row: half of a row's head dimension
+constexpr int kQHalf = kBq * kRowBytes;
 constexpr int kKvHalf = kBk * kRowBytes;
+constexpr int kQBytes = 2 * kQHalf;
 constexpr int kKvBytes = 2 * kKvHalf;  // one K or V tile
-
-// A block's queries and K/V ring. Narrow: two warpgroups of 64 query rows, two stages (the tile
-// computed and the next), two blocks per SM. Wide (session 19): four warpgroups share each K/V tile
-// and a ring of four, one block per SM: the same warps and registers per SM, half the tile copies.
-template <bool kWide>
-struct Tiling {
-  static constexpr int kWarpgroups = kWide ? 4 : 2;
-  static constexpr int kBq = 64 * kWarpgroups;  // queries per block
-  static constexpr int kThreads = 128 * kWarpgroups;
-  static constexpr int kBlocksPerSm = kWide ? 1 : 2;
-  static constexpr int kStages = kWide ? 4 : 2;
-  static constexpr int kQHalf = kBq * kRowBytes;
-  static constexpr int kQBytes = 2 * kQHalf;
-  // Q, K and V of each stage, and room to align the start to a 1024-byte swizzle atom.
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;
-};
+constexpr int kStages = 2;             // K/V tiles in shared memory: the one computed and the next
+// Q, K and V of each stage, and room to align the start to a 1024-byte swizzle atom.
+constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;
 
 // Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile whose halves are half_bytes apart.
 __device__ __forceinline__ std::uint32_t swizzled(int row, int chunk, int half_bytes) {
@@ -141,24 +132,15 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 // two, one block per SM, was slower and not correct). kTma: thread 0 brings each K/V tile as tensor
 // copies of whole cache blocks (k_map, v_map: rows of the paged cache) onto an mbarrier, instead of
 // every thread issuing 16-byte cp.async copies with their addresses (session 18).
-// kRelease (with kTma): no block barrier at each tile. Each warp releases a stage when its MMAs on
-// it are done, and the last warp refills it, so a warpgroup can run ahead of the others and its MMAs
-// overlap their softmax (session 19; Nsight Compute put 31% of the stalls at the barrier). Without it
-// every tile starts with __syncthreads. kWide: Tiling<true>.
-template <bool kTma, bool kRelease, bool kWide>
-__global__ void __launch_bounds__(Tiling<kWide>::kThreads, Tiling<kWide>::kBlocksPerSm)
+template <bool kTma>
+__global__ void __launch_bounds__(kThreads, 2)
     prefill_wgmma_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                          const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
                          const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
                          int out_stride, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kTma || !kRelease, "the per-stage release refills stages by tensor copies");
-  static_assert(kTma || !kWide, "the cp.async loads are written for the narrow tiling");
-  constexpr int kBq = Tiling<kWide>::kBq, kThreads = Tiling<kWide>::kThreads, kStages = Tiling<kWide>::kStages;
-  constexpr int kQHalf = Tiling<kWide>::kQHalf, kQBytes = Tiling<kWide>::kQBytes;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t kv_full[kStages];  // kTma: tile t's K and V landed (phase t / kStages)
-  __shared__ int kv_released[kStages];        // kRelease: warps done with the stage's current tile
   unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char* ks = qs + kQBytes;             // [kStages][kKvBytes]
   unsigned char* vs = ks + kStages * kKvBytes;  // [kStages][kKvBytes]
@@ -191,12 +173,8 @@ __global__ void __launch_bounds__(Tiling<kWide>::kThreads, Tiling<kWide>::kBlock
       for (int i = 0; i < kStages; ++i) mbar_init(&kv_full[i], 1);
       mbar_init_fence();
     }
-    if (kRelease && tid < kStages) kv_released[tid] = 0;
     __syncthreads();
-    if (tid == 0) {
-      // Without the per-stage release, the loop's first barrier hands the last stage out.
-      for (int t = 0; t < (kRelease ? kStages : kStages - 1) && t < tiles; ++t) issue_kv_tma(t);
-    }
+    if (tid == 0 && tiles > 0) issue_kv_tma(0);
   }
 
   // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
@@ -318,27 +296,8 @@ __global__ void __launch_bounds__(Tiling<kWide>::kThreads, Tiling<kWide>::kBlock
     }
   };
 
-  if constexpr (kRelease) {
-    cp_async_wait<0>();  // Q, for every warpgroup: the loop has no block barrier to publish it
-    fence_proxy_async();
-    __syncthreads();
-  }
   for (int tile = 0; tile < tiles; ++tile) {
-    if constexpr (kRelease) {
-      const int stage = tile % kStages;
-      mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
-      // The last tile (the same one for the whole block): its V rows from kv_end on are zeroed as below,
-      // and published with the one block barrier of the loop.
-      const int live = kv_end - tile * kBk;
-      if (live < kBk) {
-        for (int c = tid; c < (kBk - live) * kChunks; c += kThreads) {
-          *reinterpret_cast<uint4*>(vs + stage * kKvBytes + swizzled(live + c / kChunks, c % kChunks, kKvHalf)) =
-              make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async();
-        __syncthreads();
-      }
-    } else if constexpr (kTma) {
+    if constexpr (kTma) {
       const int stage = tile % kStages;
       if (tile == 0) cp_async_wait<0>();  // Q
       mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
@@ -350,8 +309,8 @@ __global__ void __launch_bounds__(Tiling<kWide>::kThreads, Tiling<kWide>::kBlock
             make_uint4(0, 0, 0, 0);
       }
       fence_proxy_async();
-      __syncthreads();  // every warpgroup is done with tile - 1: its stage takes tile + kStages - 1
-      if (tid == 0 && tile + kStages - 1 < tiles) issue_kv_tma(tile + kStages - 1);
+      __syncthreads();  // every warpgroup is done with tile - 1: its stage takes tile + 1
+      if (tid == 0 && tile + 1 < tiles) issue_kv_tma(tile + 1);
     } else {
       cp_async_wait<0>();
       fence_proxy_async();
@@ -374,21 +333,6 @@ __global__ void __launch_bounds__(Tiling<kWide>::kThreads, Tiling<kWide>::kBlock
       wgmma_wait_all();
       fence_registers(o);
       fence_registers(pa);
-    }
-    if constexpr (kRelease) {
-      // This warp's MMAs on the stage are done (or it had none); the eighth warp to say so refills it.
-      if (tile + kStages < tiles) {
-        __syncwarp();
-        if (lane == 0) {
-          __threadfence_block();
-          const int stage = tile % kStages;
-          if (atomicAdd(&kv_released[stage], 1) == kThreads / 32 - 1) {
-            kv_released[stage] = 0;
-            __threadfence_block();
-            issue_kv_tma(tile + kStages);
-          }
-        }
-      }
     }
   }
   if (!wg_live) return;
@@ -476,22 +420,21 @@ CUtensorMap cache_tensor_map(const bf16* cache, int block_size) {
   return map;
 }
 
-template <bool kTma, bool kRelease, bool kWide>
+template <bool kTma>
 void launch(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, const AttentionBatch& batch,
             const AttentionShape& shape, bf16* out, int out_stride, cudaStream_t stream) {
   // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
-  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kTma, kRelease, kWide>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, Tiling<kWide>::kSmemBytes));
+  GPUSCOUT_CUDA_CHECK(
+      cudaFuncSetAttribute(prefill_wgmma_kernel<kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   CUtensorMap k_map{}, v_map{};
   if constexpr (kTma) {
     k_map = cache_tensor_map(k_cache, shape.block_size);
     v_map = cache_tensor_map(v_cache, shape.block_size);
   }
-  using T = Tiling<kWide>;
-  const dim3 grid(shape.heads, (batch.max_q_len + T::kBq - 1) / T::kBq, batch.num_seqs);
-  prefill_wgmma_kernel<kTma, kRelease, kWide>
-      <<<grid, T::kThreads, T::kSmemBytes, stream>>>(k_map, v_map, q, q_stride, k_cache, v_cache, batch, shape, out,
-                                                     out_stride, flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
+  prefill_wgmma_kernel<kTma><<<grid, kThreads, kSmemBytes, stream>>>(k_map, v_map, q, q_stride, k_cache, v_cache, batch,
+                                                                     shape, out, out_stride,
+                                                                     flash::kLog2e / sqrtf(static_cast<float>(kD)));
   GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
@@ -502,41 +445,19 @@ bool prefill_attention_tma_by_default() {
   return on;
 }
 
-bool prefill_attention_release_by_default() {
-  static const bool on = env_switch_on("GPUSCOUT_PREFILL_RELEASE");
-  return on;
-}
-
-bool prefill_attention_wide_by_default() {
-  static const bool on = env_switch_on("GPUSCOUT_PREFILL_WIDE");
-  return on;
-}
-
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
                                     cudaStream_t stream, WgmmaLoads loads) {
   if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
-  const bool copies = loads == WgmmaLoads::tensor_copies || loads == WgmmaLoads::tensor_copies_barrier;
-  if (copies && !tma_block_size(shape.block_size)) return false;
+  if (loads == WgmmaLoads::tensor_copies && !tma_block_size(shape.block_size)) return false;
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
-  const bool tma = copies || (loads == WgmmaLoads::automatic && tma_block_size(shape.block_size) &&
-                              prefill_attention_tma_by_default());
-  // Explicit tensor copies take the default hand-over and tiling; automatic ones follow the switches.
-  const bool automatic = loads == WgmmaLoads::automatic;
-  const bool release = loads == WgmmaLoads::tensor_copies || (automatic && prefill_attention_release_by_default());
-  // Chunks under 256 queries would leave warpgroups of a wide block idle.
-  const bool wide = loads == WgmmaLoads::tensor_copies ||
-                    (automatic && prefill_attention_wide_by_default() && batch.max_q_len >= Tiling<true>::kBq);
-  if (!tma) {
-    launch<false, false, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
-  } else if (release && wide) {
-    launch<true, true, true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
-  } else if (release) {
-    launch<true, true, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
-  } else if (wide) {
-    launch<true, false, true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  const bool tma =
+      loads == WgmmaLoads::tensor_copies ||
+      (loads == WgmmaLoads::automatic && tma_block_size(shape.block_size) && prefill_attention_tma_by_default());
+  if (tma) {
+    launch<true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   } else {
-    launch<true, false, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+    launch<false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   }
   return true;
 }

@@ -54,9 +54,8 @@ bool env_switch_on(const char* name);
 // queries; unless GPUSCOUT_PREFILL_WGMMA=0) and the mma.sync one (attention_prefill.cu: any GPU and
 // head size).
 // wgmma: its automatic K/V loads (tensor copies unless GPUSCOUT_PREFILL_TMA=0 or the cache block size is
-// not 8, 16, 32 or 64) and tile hand-over (per-stage release unless GPUSCOUT_PREFILL_RELEASE=0);
-// wgmma_cp_async / wgmma_tma / wgmma_tma_barrier: one of them.
-enum class PrefillAttentionPath { automatic, mma_sync, wgmma, wgmma_cp_async, wgmma_tma, wgmma_tma_barrier };
+// not 8, 16, 32 or 64); wgmma_cp_async / wgmma_tma: one of the two.
+enum class PrefillAttentionPath { automatic, mma_sync, wgmma, wgmma_cp_async, wgmma_tma };
 bool prefill_attention_wgmma_supported(int head_dim, int cc_major, int cc_minor);
 bool prefill_attention_wgmma_supported(int head_dim);  // on the current device
 bool prefill_attention_wgmma_by_default();
@@ -65,15 +64,9 @@ bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int
                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                    bf16* out, int out_stride, cudaStream_t stream);
 // How the wgmma kernel brings K/V tiles into shared memory: 16-byte cp.async copies by every thread, or
-// tensor copies of whole cache blocks by one thread (the tensor-memory accelerator, session 18). With
-// tensor copies, a stage is refilled once every warp released it, in blocks of four warpgroups sharing
-// a ring of four tiles (session 19), or, tensor_copies_barrier, after a block barrier at every tile, in
-// blocks of two warpgroups and two stages (session 18; cp_async always works that way). Automatic
-// tensor copies follow the two switches below.
-enum class WgmmaLoads { automatic, cp_async, tensor_copies, tensor_copies_barrier };
-bool prefill_attention_tma_by_default();      // unless GPUSCOUT_PREFILL_TMA=0
-bool prefill_attention_release_by_default();  // unless GPUSCOUT_PREFILL_RELEASE=0
-bool prefill_attention_wide_by_default();     // unless GPUSCOUT_PREFILL_WIDE=0
+// tensor copies of whole cache blocks by one thread (the tensor-memory accelerator, session 18).
+enum class WgmmaLoads { automatic, cp_async, tensor_copies };
+bool prefill_attention_tma_by_default();  // unless GPUSCOUT_PREFILL_TMA=0
 // False, launching nothing, where the kernel (or the loads asked for) cannot run.
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
