@@ -637,8 +637,6 @@ void run_prefill_cases(const std::string& name, const AttentionShape& shape, con
                        PrefillAttentionPath::wgmma_cp_async);
     run_attention_case(name + " [wgmma tma]", shape, b, false, DecodeKernel::automatic, 0,
                        PrefillAttentionPath::wgmma_tma);
-    run_attention_case(name + " [wgmma tma overlap]", shape, b, false, DecodeKernel::automatic, 0,
-                       PrefillAttentionPath::wgmma_tma_overlap);
   }
 }
 
@@ -973,8 +971,7 @@ void bench_prefill_attention(const std::vector<std::pair<int, int>>& sizes,
     for (const PrefillAttentionPath path : paths) {
       const char* label = path == PrefillAttentionPath::mma_sync         ? "mma.sync"
                           : path == PrefillAttentionPath::wgmma_cp_async ? "wgmma"
-                          : path == PrefillAttentionPath::wgmma_tma      ? "wgmma tma"
-                                                                         : "tma overlap";
+                                                                         : "wgmma tma";
       if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
       const float ms = median_ms(
           [&](int) {
@@ -1052,9 +1049,7 @@ void bench() {
 
   bench_prefill_attention(
       {{8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {32768, 32768}, {512, 512}, {1024, 1024}},
-      {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::wgmma_tma,
-       PrefillAttentionPath::wgmma_tma_overlap},
-      21);
+      {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::wgmma_tma}, 21);
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
   {
     const int m = 8192, n = 4096, k = 4096;

@@ -37,13 +37,9 @@ constexpr int kQHalf = kBq * kRowBytes;
 constexpr int kKvHalf = kBk * kRowBytes;
 constexpr int kQBytes = 2 * kQHalf;
 constexpr int kKvBytes = 2 * kKvHalf;  // one K or V tile
-// K/V tiles in shared memory: the one computed and the next (two blocks per SM), or with the
-// overlap (one block per SM) the tile whose P V still runs, the one computed and two ahead.
-template <bool kOverlap>
-constexpr int kStagesOf = kOverlap ? 4 : 2;
+constexpr int kStages = 2;             // K/V tiles in shared memory: the one computed and the next
 // Q, K and V of each stage, and room to align the start to a 1024-byte swizzle atom.
-template <bool kOverlap>
-constexpr int kSmemBytesOf = kQBytes + 2 * kStagesOf<kOverlap>* kKvBytes + 1024;
+constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;
 
 // Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile whose halves are half_bytes apart.
 __device__ __forceinline__ std::uint32_t swizzled(int row, int chunk, int half_bytes) {
@@ -65,10 +61,6 @@ __device__ __forceinline__ void wgmma_commit() {
 }
 __device__ __forceinline__ void wgmma_wait_all() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-// All but the most recent group done.
-__device__ __forceinline__ void wgmma_wait_all_but_one() {
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMAs.
 template <int N>
@@ -140,19 +132,13 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 // two, one block per SM, was slower and not correct). kTma: thread 0 brings each K/V tile as tensor
 // copies of whole cache blocks (k_map, v_map: rows of the paged cache) onto an mbarrier, instead of
 // every thread issuing 16-byte cp.async copies with their addresses (session 18).
-// kOverlap (with kTma; session 19): flash-attention-3's intra-warpgroup overlap. A warpgroup issues
-// S_t = Q K_t^T and then O += P_{t-1} V_{t-1}, and computes the softmax of S_t while the second still
-// runs. P_{t-1} and O stay pinned (fence_registers) until that MMA is waited for, the omission that
-// made session 14's version wrong. It needs more than 128 registers: one block per SM, four stages.
-template <bool kTma, bool kOverlap>
-__global__ void __launch_bounds__(kThreads, kOverlap ? 1 : 2)
+template <bool kTma>
+__global__ void __launch_bounds__(kThreads, 2)
     prefill_wgmma_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                          const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
                          const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
                          int out_stride, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kTma || !kOverlap, "the overlap is written for the tensor-copy loads");
-  constexpr int kStages = kStagesOf<kOverlap>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t kv_full[kStages];  // kTma: tile t's K and V landed (phase t / kStages)
   unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -188,10 +174,7 @@ __global__ void __launch_bounds__(kThreads, kOverlap ? 1 : 2)
       mbar_init_fence();
     }
     __syncthreads();
-    if (tid == 0) {
-      // The rest of the ring is handed out at each tile's barrier.
-      for (int t = 0; t < (kOverlap ? kStages - 2 : 1) && t < tiles; ++t) issue_kv_tma(t);
-    }
+    if (tid == 0 && tiles > 0) issue_kv_tma(0);
   }
 
   // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
@@ -313,83 +296,21 @@ __global__ void __launch_bounds__(kThreads, kOverlap ? 1 : 2)
     }
   };
 
-  // kTma, at each tile: wait for its copies, then the block barrier after which every warpgroup is
-  // done with the stage the ring hands out next (tile - 1's; with the overlap tile - 2's, whose P V
-  // was waited for in tile - 1).
-  auto tma_tile_start = [&](int tile) {
-    const int stage = tile % kStages;
-    if (tile == 0) cp_async_wait<0>();  // Q
-    mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
-    // Keys from kv_end on are masked (P = 0), but a V row no step ever wrote may hold NaN and
-    // 0 x NaN is NaN: the last tile's V rows from kv_end on (copied whole blocks, or stale) are zeroed.
-    const int live = kv_end - tile * kBk;
-    for (int c = tid; live < kBk && c < (kBk - live) * kChunks; c += kThreads) {
-      *reinterpret_cast<uint4*>(vs + stage * kKvBytes + swizzled(live + c / kChunks, c % kChunks, kKvHalf)) =
-          make_uint4(0, 0, 0, 0);
-    }
-    fence_proxy_async();
-    __syncthreads();
-    const int next = tile + (kOverlap ? kStages - 2 : 1);
-    if (tid == 0 && next < tiles) issue_kv_tma(next);
-  };
-
-  if constexpr (kOverlap) {
-    // Every warpgroup takes all of the block's tiles, so that no MMA sits in a branch that differs
-    // between warpgroups (ptxas then serializes them: warning C7518). The first warpgroup's last tile
-    // on the diagonal is then wholly masked (P = 0), and a warpgroup past the chunk computes rows that
-    // are never written.
-    std::uint32_t pa_prev[kBk / 16][4];  // P of the tile before, read by the P V that is still running
-    const auto rescale_all = [&](const float(&alpha)[2]) {
-#pragma unroll
-      for (int i = 0; i < kD / 8; ++i) {
-        o[4 * i] *= alpha[0];
-        o[4 * i + 1] *= alpha[0];
-        o[4 * i + 2] *= alpha[1];
-        o[4 * i + 3] *= alpha[1];
-      }
-    };
-    const auto keep_p = [&](const std::uint32_t(&pa)[kBk / 16][4]) {
-#pragma unroll
-      for (int j = 0; j < kBk / 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) pa_prev[j][e] = pa[j][e];
-    };
-    if (tiles > 0) {
-      tma_tile_start(0);
-      float s[kBk / 2], alpha[2];
-      std::uint32_t pa[kBk / 16][4];
-      issue_s(0, s);
-      wgmma_wait_all();
-      fence_registers(s);
-      softmax(0, s, pa, alpha);  // O is still zero: no rescale
-      keep_p(pa);
-    }
-    for (int tile = 1; tile < tiles; ++tile) {
-      tma_tile_start(tile);
-      float s[kBk / 2], alpha[2];
-      std::uint32_t pa[kBk / 16][4];
-      issue_s(tile, s);
-      issue_pv(tile - 1, pa_prev);
-      wgmma_wait_all_but_one();  // S of this tile; P V of the tile before may still run
-      fence_registers(s);
-      softmax(tile, s, pa, alpha);
-      wgmma_wait_all();
-      fence_registers(o);
-      fence_registers(pa_prev);
-      rescale_all(alpha);
-      keep_p(pa);
-    }
-    if (tiles > 0) {
-      fence_registers(o);
-      issue_pv(tiles - 1, pa_prev);
-      wgmma_wait_all();
-      fence_registers(o);
-      fence_registers(pa_prev);
-    }
-  }
-  for (int tile = 0; !kOverlap && tile < tiles; ++tile) {
+  for (int tile = 0; tile < tiles; ++tile) {
     if constexpr (kTma) {
-      tma_tile_start(tile);
+      const int stage = tile % kStages;
+      if (tile == 0) cp_async_wait<0>();  // Q
+      mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
+      // Keys from kv_end on are masked (P = 0), but a V row no step ever wrote may hold NaN and
+      // 0 x NaN is NaN: the last tile's V rows from kv_end on (copied whole blocks, or stale) are zeroed.
+      const int live = kv_end - tile * kBk;
+      for (int c = tid; live < kBk && c < (kBk - live) * kChunks; c += kThreads) {
+        *reinterpret_cast<uint4*>(vs + stage * kKvBytes + swizzled(live + c / kChunks, c % kChunks, kKvHalf)) =
+            make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async();
+      __syncthreads();  // every warpgroup is done with tile - 1: its stage takes tile + 1
+      if (tid == 0 && tile + 1 < tiles) issue_kv_tma(tile + 1);
     } else {
       cp_async_wait<0>();
       fence_proxy_async();
@@ -499,21 +420,21 @@ CUtensorMap cache_tensor_map(const bf16* cache, int block_size) {
   return map;
 }
 
-template <bool kTma, bool kOverlap>
+template <bool kTma>
 void launch(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, const AttentionBatch& batch,
             const AttentionShape& shape, bf16* out, int out_stride, cudaStream_t stream) {
   // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
-  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kTma, kOverlap>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytesOf<kOverlap>));
+  GPUSCOUT_CUDA_CHECK(
+      cudaFuncSetAttribute(prefill_wgmma_kernel<kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   CUtensorMap k_map{}, v_map{};
   if constexpr (kTma) {
     k_map = cache_tensor_map(k_cache, shape.block_size);
     v_map = cache_tensor_map(v_cache, shape.block_size);
   }
   const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
-  prefill_wgmma_kernel<kTma, kOverlap><<<grid, kThreads, kSmemBytesOf<kOverlap>, stream>>>(
-      k_map, v_map, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride,
-      flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  prefill_wgmma_kernel<kTma><<<grid, kThreads, kSmemBytes, stream>>>(k_map, v_map, q, q_stride, k_cache, v_cache, batch,
+                                                                     shape, out, out_stride,
+                                                                     flash::kLog2e / sqrtf(static_cast<float>(kD)));
   GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
@@ -524,28 +445,19 @@ bool prefill_attention_tma_by_default() {
   return on;
 }
 
-bool prefill_attention_overlap_by_default() {
-  static const bool on = env_switch_on("GPUSCOUT_PREFILL_OVERLAP");
-  return on;
-}
-
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
                                     cudaStream_t stream, WgmmaLoads loads) {
   if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
-  const bool copies = loads == WgmmaLoads::tensor_copies || loads == WgmmaLoads::tensor_copies_overlap;
-  if (copies && !tma_block_size(shape.block_size)) return false;
+  if (loads == WgmmaLoads::tensor_copies && !tma_block_size(shape.block_size)) return false;
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
-  const bool automatic = loads == WgmmaLoads::automatic;
-  const bool tma = copies || (automatic && tma_block_size(shape.block_size) && prefill_attention_tma_by_default());
-  const bool overlap =
-      loads == WgmmaLoads::tensor_copies_overlap || (automatic && tma && prefill_attention_overlap_by_default());
-  if (overlap) {
-    launch<true, true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
-  } else if (tma) {
-    launch<true, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  const bool tma =
+      loads == WgmmaLoads::tensor_copies ||
+      (loads == WgmmaLoads::automatic && tma_block_size(shape.block_size) && prefill_attention_tma_by_default());
+  if (tma) {
+    launch<true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   } else {
-    launch<false, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+    launch<false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   }
   return true;
 }
