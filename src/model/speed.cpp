@@ -60,7 +60,7 @@ OpTime qkv_gemm(const SpeedContext& ctx, const workloads::ModelArch& arch, const
 
 void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::ModelArch& arch, const Parallelism& par,
                    Precision prec, double weight_bytes, double kv_bytes_per_element, double tokens,
-                   const std::vector<AttentionGroup>& groups, double layers) {
+                   const std::vector<AttentionGroup>& groups, double layers, double kernel_gap_us) {
   const double t = static_cast<double>(par.tp);
   const double h = static_cast<double>(arch.hidden);
   const double hd = static_cast<double>(arch.head_dim);
@@ -150,7 +150,7 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     step.add(op);
   }
   OpTime gaps{"kernel_gaps", 0, 0, 0, "overhead"};
-  gaps.seconds = (kKernelsPerLayer + (par.tp > 1 ? 2 : 0)) * layers * ctx.framework.kernel_gap_us * 1e-6;
+  gaps.seconds = (kKernelsPerLayer + (par.tp > 1 ? 2 : 0)) * layers * kernel_gap_us * 1e-6;
   step.add(gaps);
 }
 
@@ -177,7 +177,8 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
   std::vector<FrameworkProfile> out;
   for (auto& e : top.array_of_tables("framework")) {
     e.reject_unknown_keys({"key", "name", "step_overhead_ms", "kernel_gap_us", "cuda_graphs", "memory_fraction",
-                           "tp_overlap", "dp_overlap", "prunes_last_layer", "flash_efficiency", "source"});
+                           "tp_overlap", "dp_overlap", "prunes_last_layer", "flash_efficiency", "eager_kernel_gap_us",
+                           "source"});
     FrameworkProfile f;
     f.key = e.required_string("key");
     e.set_entry(f.key);
@@ -185,6 +186,8 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
     f.step_overhead_ms = e.required_number("step_overhead_ms", 0);
     f.kernel_gap_us = e.required_number("kernel_gap_us", 0);
     f.cuda_graphs = e.required_bool("cuda_graphs");
+    f.eager_kernel_gap_us =
+        e.has("eager_kernel_gap_us") ? e.required_number("eager_kernel_gap_us", 0) : f.kernel_gap_us;
     f.memory_fraction = e.required_number("memory_fraction", 0.01, 1);
     f.tp_overlap = e.required_number("tp_overlap", 0, 1);
     f.dp_overlap = e.required_number("dp_overlap", 0, 1);
@@ -236,22 +239,27 @@ StepTime engine_step(const SpeedContext& ctx, const InferenceSetup& setup, const
     tokens += g.sequences * g.new_tokens;
     prefill = prefill || (g.sequences > 0 && g.new_tokens > 1);
   }
+  // Graphs cover decode-only steps; a step with prompt tokens is launched kernel by kernel.
+  const double gap_us =
+      ctx.framework.cuda_graphs && prefill ? ctx.framework.eager_kernel_gap_us : ctx.framework.kernel_gap_us;
   // A request passes every pipeline stage in turn: latency sees all layers.
   const double layers = static_cast<double>(setup.arch.layers);
   const bool prune = ctx.framework.prunes_last_layer && prefill && layers >= 2 &&
                      setup.arch.kind == workloads::ModelKind::decoder && !setup.arch.is_mla() &&
                      sampled_sequences < tokens;
   if (!prune) {
-    add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups, layers);
+    add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups, layers,
+                  gap_us);
   } else {
     // The last layer: QKV (the K/V the next steps read) for every token; attention (one query over
     // the whole context), o and the MLP for the sampled rows only.
-    add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups, layers - 1);
+    add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, tokens, groups, layers - 1,
+                  gap_us);
     if (sampled_sequences > 0) {
       std::vector<AttentionGroup> sampled;
       for (const auto& g : groups) sampled.push_back({g.sequences, 1, g.context + g.new_tokens - 1});
       add_layer_ops(step, ctx, setup.arch, setup.par, prec, wb, setup.kv_bytes_per_element, sampled_sequences, sampled,
-                    1);
+                    1, gap_us);
     }
     step.add(qkv_gemm(ctx, setup.arch, setup.par, prec, wb, tokens - sampled_sequences, 1));
   }
@@ -357,7 +365,8 @@ TrainingStep training_step(const SpeedContext& ctx, const TrainingSetup& setup) 
   const double tokens = b * s;
   // One micro-batch through one stage (the last: it carries the LM head and the loss).
   StepTime fwd;
-  add_layer_ops(fwd, ctx, arch, par, prec, 2, 2, b * s, {{b, s, 0}}, layers);
+  // Training keeps kernel_gap_us: the training profiles launch kernel by kernel (cuda_graphs = false).
+  add_layer_ops(fwd, ctx, arch, par, prec, 2, 2, b * s, {{b, s, 0}}, layers, ctx.framework.kernel_gap_us);
   const double v_t = static_cast<double>(arch.vocab) / static_cast<double>(par.tp);
   fwd.add(gemm_time(ctx, prec, "lm_head", tokens, v_t, static_cast<double>(arch.hidden), 2));
   fwd.add(memory_time(ctx, "loss", 3 * tokens * v_t * 4));

@@ -125,6 +125,46 @@ TEST(Speed, FlashEfficiencyScalesTheAttentionCoreOnly) {
   for (const auto& f : frameworks()) EXPECT_DOUBLE_EQ(f.flash_efficiency, f.key == "gpuscout" ? 0.66 : 0.8) << f.key;
 }
 
+TEST(Speed, StepsWithPromptTokensPayTheEagerKernelGap) {
+  // gpuscout graphs decode-only steps; a step with a prompt chunk is launched kernel by kernel, measured
+  // ~0.5 us per kernel slower (data/frameworks.toml): 10 kernels x 32 layers x 0.5 us = 0.16 ms.
+  auto ctx = context("H200-SXM-141GB", "gpuscout");
+  InferenceSetup s;
+  s.arch = catalog().get("llama-3.1-8b").arch;
+  s.weights = parse_quantization("bf16", "--precision");
+  const std::vector<AttentionGroup> mixed{{32, 1, 536}, {1, 64, 0}}, decode{{32, 1, 536}};
+  const double eager_mixed = engine_step(ctx, s, mixed, 33).seconds;
+  const double graphed_decode = engine_step(ctx, s, decode, 32).seconds;
+  ASSERT_DOUBLE_EQ(ctx.framework.eager_kernel_gap_us, 1.5);
+  ctx.framework.eager_kernel_gap_us = ctx.framework.kernel_gap_us;
+  EXPECT_NEAR(eager_mixed - engine_step(ctx, s, mixed, 33).seconds, 0.16e-3, 1e-9);
+  EXPECT_DOUBLE_EQ(engine_step(ctx, s, decode, 32).seconds, graphed_decode);
+  // Without graphs every step pays kernel_gap_us, whatever the eager figure says.
+  ctx.framework.cuda_graphs = false;
+  ctx.framework.eager_kernel_gap_us = 9;
+  EXPECT_DOUBLE_EQ(engine_step(ctx, s, decode, 32).seconds, graphed_decode);
+  // A profile that does not give the figure assumes no difference.
+  for (const auto& f : frameworks()) {
+    if (f.key != "gpuscout") EXPECT_DOUBLE_EQ(f.eager_kernel_gap_us, f.kernel_gap_us) << f.key;
+  }
+}
+
+TEST(Speed, MixedStepsAgainstTheEngineOnAnH200) {
+  // Measured (bench/results/h200-engine-bench-mixed-steps-s17-20261201.txt, one H200): 32 sequences
+  // decoding at 512..560 tokens plus one new C-token prompt in the same step, median ms. The model
+  // was 6-9% short at C = 64-256 before the eager gap.
+  const auto ctx = context("H200-SXM-141GB", "gpuscout");
+  InferenceSetup s;
+  s.arch = catalog().get("llama-3.1-8b").arch;
+  s.weights = parse_quantization("bf16", "--precision");
+  const std::vector<std::pair<double, double>> measured{
+      {64, 6.247}, {256, 9.268}, {512, 14.319}, {1024, 25.052}, {2048, 49.432}};
+  for (const auto& [chunk, ms] : measured) {
+    const double predicted = 1e3 * engine_step(ctx, s, {{32, 1, 536}, {1, chunk, 0}}, 33).seconds;
+    EXPECT_NEAR(predicted / ms, 1.0, 0.10) << "C = " << chunk << ": " << predicted << " ms";
+  }
+}
+
 TEST(Speed, ServerSearchRespectsBounds) {
   const auto ctx = context("H200-SXM-141GB", "vllm");
   InferenceSetup s;

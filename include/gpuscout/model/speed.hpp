@@ -23,7 +23,11 @@ struct FrameworkProfile {
   std::string name;  // "vLLM"
   double step_overhead_ms = 1.0;
   double kernel_gap_us = 1.0;
+  // cuda_graphs: decode-only steps replay CUDA graphs (kernel_gap_us per kernel); a step that carries
+  // prompt tokens is launched kernel by kernel and pays eager_kernel_gap_us (optional in the file;
+  // when absent, kernel_gap_us: no difference assumed). Without graphs every step pays kernel_gap_us.
   bool cuda_graphs = true;
+  double eager_kernel_gap_us = 1.0;
   double memory_fraction = 0.9;
   double tp_overlap = 0;
   double dp_overlap = 0;
