@@ -47,14 +47,6 @@ void set_default(nlohmann::ordered_json& params, const char* key, const T& value
   if (!params.contains(key)) params[key] = value;
 }
 
-std::string rate_label(double rate) {
-  std::string s = fmt::format("{:.6g}", rate);
-  for (char& c : s) {
-    if (c == '.') c = 'p';  // keys stay free of dots: rate_2p5
-  }
-  return s;
-}
-
 results::Record curve_point(const LoadSummary& run, const std::string& key, const nlohmann::ordered_json& params) {
   results::Record r = to_record(run, key, params);
   r.outcome = results::Outcome::passed;  // an INVALID point is part of the curve
@@ -63,6 +55,14 @@ results::Record curve_point(const LoadSummary& run, const std::string& key, cons
 }
 
 }  // namespace
+
+std::string server_rate_key(const std::string& key_prefix, double rate) {
+  std::string label = fmt::format("{:.6g}", rate);
+  for (char& c : label) {
+    if (c == '.') c = 'p';  // keys stay free of dots: rate_2p5
+  }
+  return fmt::format("{}/rate_{}", key_prefix, label);
+}
 
 results::Record to_record(const LoadSummary& s, const std::string& key, nlohmann::ordered_json params) {
   results::Record r;
@@ -182,8 +182,7 @@ std::vector<results::Record> sweep_records(const std::vector<LoadSummary>& runs,
   out.reserve(runs.size());
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const LoadSummary& run = runs[i];
-    const std::string key = run.scenario == Scenario::server
-                                ? fmt::format("{}/rate_{}", key_prefix, rate_label(run.target_rate))
+    const std::string key = run.scenario == Scenario::server        ? server_rate_key(key_prefix, run.target_rate)
                             : run.scenario == Scenario::concurrency ? fmt::format("{}/c{}", key_prefix, run.concurrency)
                                                                     : fmt::format("{}/{}", key_prefix, i);
     results::Record r = curve_point(run, key, params);

@@ -1007,6 +1007,9 @@ TEST(LoadgenRecords, SweepAndPeakRecords) {
   ASSERT_EQ(sweep.size(), 3u);
   EXPECT_EQ(sweep[0].key, "serve/m/sweep/rate_1");
   EXPECT_EQ(sweep[1].key, "serve/m/sweep/rate_2p5");
+  // A single Server run has the sweep's key for its rate.
+  EXPECT_EQ(server_rate_key("serve/m/server", 2.5), "serve/m/server/rate_2p5");
+  EXPECT_EQ(server_rate_key("serve/m/server", 16), "serve/m/server/rate_16");
   EXPECT_EQ(sweep[2].outcome, results::Outcome::passed);  // an INVALID point is part of the curve
   EXPECT_EQ(sweep[2].extra["valid"], false);
   EXPECT_EQ(sweep[2].extra["sweep_index"], 2);

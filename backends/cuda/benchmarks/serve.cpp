@@ -496,7 +496,7 @@ void load_case(Run& run, ci::CudaEngine& engine) {
       }
     }
     if (!run.o.find_peak && points.empty()) {
-      const std::string key = s.scenario == serve::Scenario::server ? fmt::format("{}/rate_{:g}", prefix, s.target_rate)
+      const std::string key = s.scenario == serve::Scenario::server ? serve::server_rate_key(prefix, s.target_rate)
                               : s.scenario == serve::Scenario::concurrency
                                   ? fmt::format("{}/c{}", prefix, s.concurrency)
                                   : prefix;

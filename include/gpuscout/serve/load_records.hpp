@@ -34,8 +34,12 @@ results::Record to_record(const LoadSummary& summary, const std::string& key,
 results::Record repeated_record(const std::vector<LoadSummary>& runs, const std::string& key,
                                 nlohmann::ordered_json params = nlohmann::ordered_json::object());
 
+// "<key_prefix>/rate_<r>", the key of a Server run at `rate` requests/s: r in up to 6 significant
+// digits with 'p' for the decimal point (rate_2p5), so that keys hold no dots.
+std::string server_rate_key(const std::string& key_prefix, double rate);
+
 // A latency-vs-throughput sweep (runs over rates, client counts or batch sizes): one record per run,
-// key "<key_prefix>/rate_<r>" for Server runs, "<key_prefix>/c<n>" for Concurrency runs and
+// key server_rate_key(key_prefix, rate) for Server runs, "<key_prefix>/c<n>" for Concurrency runs and
 // "<key_prefix>/<i>" otherwise, extra.sweep_index = i.
 // An INVALID point is part of the curve, not a failure: sweep records are passed, with
 // extra.valid = false and extra.invalid_reasons saying why.
