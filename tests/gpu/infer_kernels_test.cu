@@ -637,8 +637,6 @@ void run_prefill_cases(const std::string& name, const AttentionShape& shape, con
                        PrefillAttentionPath::wgmma_cp_async);
     run_attention_case(name + " [wgmma tma]", shape, b, false, DecodeKernel::automatic, 0,
                        PrefillAttentionPath::wgmma_tma);
-    run_attention_case(name + " [wgmma tma ping-pong]", shape, b, false, DecodeKernel::automatic, 0,
-                       PrefillAttentionPath::wgmma_tma_pingpong);
   }
 }
 
@@ -973,9 +971,7 @@ void bench_prefill_attention(const std::vector<std::pair<int, int>>& sizes,
     for (const PrefillAttentionPath path : paths) {
       const char* label = path == PrefillAttentionPath::mma_sync         ? "mma.sync"
                           : path == PrefillAttentionPath::wgmma_cp_async ? "wgmma"
-                          : path == PrefillAttentionPath::wgmma_tma      ? "wgmma tma"
-                          : path == PrefillAttentionPath::wgmma          ? "wgmma auto"
-                                                                         : "ping-pong";
+                                                                         : "wgmma tma";
       if (path != PrefillAttentionPath::mma_sync && !prefill_attention_wgmma_supported(shape.head_dim)) continue;
       const float ms = median_ms(
           [&](int) {
@@ -1053,9 +1049,7 @@ void bench() {
 
   bench_prefill_attention(
       {{8192, 8192}, {4096, 4096}, {2048, 8192}, {16384, 16384}, {32768, 32768}, {512, 512}, {1024, 1024}},
-      {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::wgmma_tma,
-       PrefillAttentionPath::wgmma_tma_pingpong},
-      21);
+      {PrefillAttentionPath::mma_sync, PrefillAttentionPath::wgmma_cp_async, PrefillAttentionPath::wgmma_tma}, 21);
   // The BF16 GEMM rate the prefill target refers to (a projection of an 8k-token prefill).
   {
     const int m = 8192, n = 4096, k = 4096;
@@ -1283,12 +1277,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc > 2 && std::strcmp(argv[1], "--prefill-profile") == 0) {
-      // Launches only (no checks): the wgmma kernel with its automatic loads and schedule (the
-      // GPUSCOUT_PREFILL_* switches) at q_len = context = N, 3 warm-ups and 3 timed launches, for
-      // Nsight Compute (--kernel-name regex:prefill_wgmma --launch-skip 3).
+      // Launches only (no checks): the tensor-copy kernel at q_len = context = N, 3 warm-ups and 3
+      // timed launches, for Nsight Compute (--kernel-name regex:prefill_wgmma --launch-skip 3).
       const int n = std::atoi(argv[2]);
       if (n < 1 || n % 16 != 0) throw std::invalid_argument("--prefill-profile N: N a positive multiple of 16");
-      bench_prefill_attention({{n, n}}, {PrefillAttentionPath::wgmma}, 3);
+      bench_prefill_attention({{n, n}}, {PrefillAttentionPath::wgmma_tma}, 3);
       return 0;
     }
     // --decode-only: just the decode attention cases (small enough for compute-sanitizer).

@@ -139,11 +139,10 @@ bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int
                                    bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
   if (path == PrefillAttentionPath::wgmma || path == PrefillAttentionPath::wgmma_cp_async ||
-      path == PrefillAttentionPath::wgmma_tma || path == PrefillAttentionPath::wgmma_tma_pingpong) {
-    const WgmmaLoads loads = path == PrefillAttentionPath::wgmma_cp_async       ? WgmmaLoads::cp_async
-                             : path == PrefillAttentionPath::wgmma_tma          ? WgmmaLoads::tensor_copies
-                             : path == PrefillAttentionPath::wgmma_tma_pingpong ? WgmmaLoads::tensor_copies_pingpong
-                                                                                : WgmmaLoads::automatic;
+      path == PrefillAttentionPath::wgmma_tma) {
+    const WgmmaLoads loads = path == PrefillAttentionPath::wgmma_cp_async ? WgmmaLoads::cp_async
+                             : path == PrefillAttentionPath::wgmma_tma    ? WgmmaLoads::tensor_copies
+                                                                          : WgmmaLoads::automatic;
     return launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream, loads);
   }
   // Chunks of more than 64 queries on Hopper: the warpgroup-MMA kernel (bench/NOTES.md, session 14).

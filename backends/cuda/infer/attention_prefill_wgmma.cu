@@ -37,13 +37,9 @@ constexpr int kQHalf = kBq * kRowBytes;
 constexpr int kKvHalf = kBk * kRowBytes;
 constexpr int kQBytes = 2 * kQHalf;
 constexpr int kKvBytes = 2 * kKvHalf;  // one K or V tile
-// K/V tiles in shared memory: the one computed and the next (two blocks per SM), or with the
-// ping-pong (one block per SM) a ring of four.
-template <bool kPingpong>
-constexpr int kStagesOf = kPingpong ? 4 : 2;
+constexpr int kStages = 2;             // K/V tiles in shared memory: the one computed and the next
 // Q, K and V of each stage, and room to align the start to a 1024-byte swizzle atom.
-template <bool kPingpong>
-constexpr int kSmemBytesOf = kQBytes + 2 * kStagesOf<kPingpong>* kKvBytes + 1024;
+constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;
 
 // Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile whose halves are half_bytes apart.
 __device__ __forceinline__ std::uint32_t swizzled(int row, int chunk, int half_bytes) {
@@ -65,18 +61,6 @@ __device__ __forceinline__ void wgmma_commit() {
 }
 __device__ __forceinline__ void wgmma_wait_all() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-// All but the most recent group done.
-__device__ __forceinline__ void wgmma_wait_all_but_one() {
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-}
-// Named barriers 1 and 2 (0 is __syncthreads) over both warpgroups: wait until all 256 threads have
-// arrived (this warpgroup's by the wait itself), or arrive without waiting.
-__device__ __forceinline__ void named_barrier_sync(int id) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMAs.
 template <int N>
@@ -148,25 +132,15 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 // two, one block per SM, was slower and not correct). kTma: thread 0 brings each K/V tile as tensor
 // copies of whole cache blocks (k_map, v_map: rows of the paged cache) onto an mbarrier, instead of
 // every thread issuing 16-byte cp.async copies with their addresses (session 18).
-// kPingpong (with kTma; session 19): flash-attention-3's schedule. One block per SM, a ring of four
-// stages and no block barrier at each tile: each warp releases a stage when its MMAs on it are done,
-// and the last of the eight refills it. Within a warpgroup, the softmax of tile t runs while the P V
-// of tile t - 1 does (P and O pinned by register fences until it is waited for). Between the two
-// warpgroups, named barriers take turns at issuing MMAs, so that one's softmax runs beside the
-// other's MMAs. Every warpgroup takes all of the block's tiles (MMAs in branches that differ between
-// warpgroups are serialized by ptxas, warning C7518).
-template <bool kTma, bool kPingpong>
-__global__ void __launch_bounds__(kThreads, kPingpong ? 1 : 2)
+template <bool kTma>
+__global__ void __launch_bounds__(kThreads, 2)
     prefill_wgmma_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                          const bf16* __restrict__ q, int q_stride, const bf16* __restrict__ k_cache,
                          const bf16* __restrict__ v_cache, AttentionBatch batch, AttentionShape shape, bf16* out,
                          int out_stride, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kTma || !kPingpong, "the ping-pong is written for the tensor-copy loads");
-  constexpr int kStages = kStagesOf<kPingpong>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t kv_full[kStages];  // kTma: tile t's K and V landed (phase t / kStages)
-  __shared__ int kv_released[kStages];        // kPingpong: warps done with the stage's current tile
   unsigned char* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char* ks = qs + kQBytes;             // [kStages][kKvBytes]
   unsigned char* vs = ks + kStages * kKvBytes;  // [kStages][kKvBytes]
@@ -199,12 +173,8 @@ __global__ void __launch_bounds__(kThreads, kPingpong ? 1 : 2)
       for (int i = 0; i < kStages; ++i) mbar_init(&kv_full[i], 1);
       mbar_init_fence();
     }
-    if (kPingpong && tid < kStages) kv_released[tid] = 0;
     __syncthreads();
-    if (tid == 0) {
-      // Without the ping-pong, the rest of the ring is handed out at each tile's barrier.
-      for (int t = 0; t < (kPingpong ? kStages : 1) && t < tiles; ++t) issue_kv_tma(t);
-    }
+    if (tid == 0 && tiles > 0) issue_kv_tma(0);
   }
 
   // Q (rows past the chunk are zeros and never written back), then K/V of tile 0.
@@ -326,93 +296,7 @@ __global__ void __launch_bounds__(kThreads, kPingpong ? 1 : 2)
     }
   };
 
-  if constexpr (kPingpong) {
-    std::uint32_t pa_prev[kBk / 16][4];  // P of the tile before, read by the P V that is still running
-    const auto rescale_all = [&](const float(&alpha)[2]) {
-#pragma unroll
-      for (int i = 0; i < kD / 8; ++i) {
-        o[4 * i] *= alpha[0];
-        o[4 * i + 1] *= alpha[0];
-        o[4 * i + 2] *= alpha[1];
-        o[4 * i + 3] *= alpha[1];
-      }
-    };
-    const auto keep_p = [&](const std::uint32_t(&pa)[kBk / 16][4]) {
-#pragma unroll
-      for (int j = 0; j < kBk / 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) pa_prev[j][e] = pa[j][e];
-    };
-    // Tile t has landed; the last tile's V rows from kv_end on are zeroed (see below) and published
-    // by the loop's one block barrier.
-    const auto tile_start = [&](int tile) {
-      const int stage = tile % kStages;
-      mbar_wait_parity(&kv_full[stage], (tile / kStages) & 1);
-      const int live = kv_end - tile * kBk;
-      if (live < kBk) {  // the block's last tile only
-        for (int c = tid; c < (kBk - live) * kChunks; c += kThreads) {
-          *reinterpret_cast<uint4*>(vs + stage * kKvBytes + swizzled(live + c / kChunks, c % kChunks, kKvHalf)) =
-              make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async();
-        __syncthreads();
-      }
-    };
-    // This warp's MMAs on tile t's stage are done; the eighth warp to say so refills it.
-    const auto release = [&](int tile) {
-      if (tile + kStages >= tiles) return;
-      __syncwarp();
-      if (lane == 0) {
-        __threadfence_block();
-        const int stage = tile % kStages;
-        if (atomicAdd(&kv_released[stage], 1) == kThreads / 32 - 1) {
-          kv_released[stage] = 0;
-          __threadfence_block();
-          issue_kv_tma(tile + kStages);
-        }
-      }
-    };
-    cp_async_wait<0>();  // Q, for both warpgroups: published by the barrier below
-    fence_proxy_async();
-    __syncthreads();
-    // Warpgroup w issues its MMAs between a wait on barrier 1 + w and an arrival on the other's;
-    // warpgroup 1's first arrival lets warpgroup 0 start.
-    const int my_turn = 1 + wg, their_turn = 2 - wg;
-    if (wg == 1) named_barrier_arrive(1);
-    for (int tile = 0; tile < tiles; ++tile) {
-      tile_start(tile);
-      float s[kBk / 2], alpha[2];
-      std::uint32_t pa[kBk / 16][4];
-      named_barrier_sync(my_turn);
-      issue_s(tile, s);
-      if (tile > 0) issue_pv(tile - 1, pa_prev);
-      named_barrier_arrive(their_turn);
-      if (tile > 0) {
-        wgmma_wait_all_but_one();  // S of this tile; P V of the tile before may still run
-      } else {
-        wgmma_wait_all();
-      }
-      fence_registers(s);
-      softmax(tile, s, pa, alpha);
-      if (tile > 0) {
-        wgmma_wait_all();
-        fence_registers(o);
-        fence_registers(pa_prev);
-        release(tile - 1);
-        rescale_all(alpha);  // on tile 0, O is still zero
-      }
-      keep_p(pa);
-    }
-    if (tiles > 0) {
-      fence_registers(o);
-      issue_pv(tiles - 1, pa_prev);
-      wgmma_wait_all();
-      fence_registers(o);
-      fence_registers(pa_prev);
-    }
-    if (wg == 0) named_barrier_sync(1);  // warpgroup 1's last arrival
-  }
-  for (int tile = 0; !kPingpong && tile < tiles; ++tile) {
+  for (int tile = 0; tile < tiles; ++tile) {
     if constexpr (kTma) {
       const int stage = tile % kStages;
       if (tile == 0) cp_async_wait<0>();  // Q
@@ -536,21 +420,21 @@ CUtensorMap cache_tensor_map(const bf16* cache, int block_size) {
   return map;
 }
 
-template <bool kTma, bool kPingpong>
+template <bool kTma>
 void launch(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, const AttentionBatch& batch,
             const AttentionShape& shape, bf16* out, int out_stride, cudaStream_t stream) {
   // Set at every launch: the opt-in belongs to the current device's context (see attention_prefill.cu).
-  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kTma, kPingpong>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytesOf<kPingpong>));
+  GPUSCOUT_CUDA_CHECK(
+      cudaFuncSetAttribute(prefill_wgmma_kernel<kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   CUtensorMap k_map{}, v_map{};
   if constexpr (kTma) {
     k_map = cache_tensor_map(k_cache, shape.block_size);
     v_map = cache_tensor_map(v_cache, shape.block_size);
   }
   const dim3 grid(shape.heads, (batch.max_q_len + kBq - 1) / kBq, batch.num_seqs);
-  prefill_wgmma_kernel<kTma, kPingpong><<<grid, kThreads, kSmemBytesOf<kPingpong>, stream>>>(
-      k_map, v_map, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride,
-      flash::kLog2e / sqrtf(static_cast<float>(kD)));
+  prefill_wgmma_kernel<kTma><<<grid, kThreads, kSmemBytes, stream>>>(k_map, v_map, q, q_stride, k_cache, v_cache, batch,
+                                                                     shape, out, out_stride,
+                                                                     flash::kLog2e / sqrtf(static_cast<float>(kD)));
   GPUSCOUT_CUDA_CHECK_LAUNCH();
 }
 
@@ -561,28 +445,19 @@ bool prefill_attention_tma_by_default() {
   return on;
 }
 
-bool prefill_attention_pingpong_by_default() {
-  static const bool on = env_switch_on("GPUSCOUT_PREFILL_PINGPONG");
-  return on;
-}
-
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
                                     cudaStream_t stream, WgmmaLoads loads) {
   if (!prefill_attention_wgmma_supported(shape.head_dim)) return false;
-  const bool copies = loads == WgmmaLoads::tensor_copies || loads == WgmmaLoads::tensor_copies_pingpong;
-  if (copies && !tma_block_size(shape.block_size)) return false;
+  if (loads == WgmmaLoads::tensor_copies && !tma_block_size(shape.block_size)) return false;
   if (batch.num_seqs <= 0 || batch.max_q_len <= 0) return true;
-  const bool automatic = loads == WgmmaLoads::automatic;
-  const bool tma = copies || (automatic && tma_block_size(shape.block_size) && prefill_attention_tma_by_default());
-  const bool pingpong =
-      loads == WgmmaLoads::tensor_copies_pingpong || (automatic && tma && prefill_attention_pingpong_by_default());
-  if (pingpong) {
-    launch<true, true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
-  } else if (tma) {
-    launch<true, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  const bool tma =
+      loads == WgmmaLoads::tensor_copies ||
+      (loads == WgmmaLoads::automatic && tma_block_size(shape.block_size) && prefill_attention_tma_by_default());
+  if (tma) {
+    launch<true>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   } else {
-    launch<false, false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+    launch<false>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
   }
   return true;
 }

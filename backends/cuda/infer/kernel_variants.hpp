@@ -54,9 +54,8 @@ bool env_switch_on(const char* name);
 // queries; unless GPUSCOUT_PREFILL_WGMMA=0) and the mma.sync one (attention_prefill.cu: any GPU and
 // head size).
 // wgmma: its automatic K/V loads (tensor copies unless GPUSCOUT_PREFILL_TMA=0 or the cache block size is
-// not 8, 16, 32 or 64; with them the ping-pong schedule unless GPUSCOUT_PREFILL_PINGPONG=0);
-// wgmma_cp_async / wgmma_tma / wgmma_tma_pingpong: one of them.
-enum class PrefillAttentionPath { automatic, mma_sync, wgmma, wgmma_cp_async, wgmma_tma, wgmma_tma_pingpong };
+// not 8, 16, 32 or 64); wgmma_cp_async / wgmma_tma: one of the two.
+enum class PrefillAttentionPath { automatic, mma_sync, wgmma, wgmma_cp_async, wgmma_tma };
 bool prefill_attention_wgmma_supported(int head_dim, int cc_major, int cc_minor);
 bool prefill_attention_wgmma_supported(int head_dim);  // on the current device
 bool prefill_attention_wgmma_by_default();
@@ -65,11 +64,9 @@ bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int
                                    const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                    bf16* out, int out_stride, cudaStream_t stream);
 // How the wgmma kernel brings K/V tiles into shared memory: 16-byte cp.async copies by every thread, or
-// tensor copies of whole cache blocks by one thread (the tensor-memory accelerator, session 18);
-// tensor_copies_pingpong: those, under flash-attention-3's schedule (one block per SM, session 19).
-enum class WgmmaLoads { automatic, cp_async, tensor_copies, tensor_copies_pingpong };
-bool prefill_attention_tma_by_default();       // unless GPUSCOUT_PREFILL_TMA=0
-bool prefill_attention_pingpong_by_default();  // unless GPUSCOUT_PREFILL_PINGPONG=0
+// tensor copies of whole cache blocks by one thread (the tensor-memory accelerator, session 18).
+enum class WgmmaLoads { automatic, cp_async, tensor_copies };
+bool prefill_attention_tma_by_default();  // unless GPUSCOUT_PREFILL_TMA=0
 // False, launching nothing, where the kernel (or the loads asked for) cannot run.
 bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                     const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
