@@ -8,10 +8,7 @@
 # and infer_engine_test.
 set -uo pipefail
 source bench/dist_env.sh
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-log="$OUT/prefill-pingpong.txt"
-write_env "$log"
+ab_begin prefill-pingpong  # $OUT, and $log with the environment header
 step() { echo "== $*" >>"$log"; }
 echo "# build $("$bin" --version | head -1)" >>"$log"
 step "infer_kernels_test (checks)"

@@ -4,19 +4,15 @@
 # PyTorch (FIND_PEAK=0 bench/run_serve_h200.sh). Needs $DIST/infer_engine_test. Writes under $OUT.
 set -uo pipefail
 source bench/dist_env.sh
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-checks="$OUT/engine-checks.txt"
-write_env "$checks"
-"$bin" --version >>"$checks"
-tmp=$(mktemp -d)
+ab_begin engine-checks  # $OUT, $log with the environment header, and $runs for the runs' output
+"$bin" --version >>"$log"
 for i in 1 2 3 4 5 6; do
-  (timeout 300 "$DIST/infer_engine_test" >"$tmp/run$i.txt" 2>&1; echo "exit $?" >>"$tmp/run$i.txt") &
+  (timeout 300 "$DIST/infer_engine_test" >"$runs/run$i.txt" 2>&1; echo "exit $?" >>"$runs/run$i.txt") &
 done
 wait
 for i in 1 2 3 4 5 6; do
-  echo "== run $i: $(tail -1 "$tmp/run$i.txt"), $(grep -c '^ok ' "$tmp/run$i.txt") ok lines"
-  grep -E "FAIL|pipelined preempt" "$tmp/run$i.txt" | head -8
-done >>"$checks"
-cat "$checks"
+  echo "== run $i: $(tail -1 "$runs/run$i.txt"), $(grep -c '^ok ' "$runs/run$i.txt") ok lines"
+  grep -E "FAIL|pipelined preempt" "$runs/run$i.txt" | head -8
+done >>"$log"
+cat "$log"
 FIND_PEAK=0 bash bench/run_serve_h200.sh
