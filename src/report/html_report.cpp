@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "gpuscout/bench/gemm_shapes.hpp"
@@ -101,6 +102,10 @@ std::string run_name(const std::string& origin) {
 std::string format_number(double v, int decimals) {
   if (!std::isfinite(v)) return "n/a";
   return fmt::format("{:.{}f}", v, decimals);
+}
+
+std::string opt_text(const std::optional<double>& v, int decimals) {
+  return v ? format_number(*v, decimals) : "";
 }
 
 // Display precision that keeps about four significant digits.
@@ -904,6 +909,61 @@ Section summary_section(const std::vector<ReportInput>& inputs) {
   return s;
 }
 
+// ---------------------------------------------------------------------------------- telemetry
+
+// What NVML saw while each record was measured: clocks, power, temperature, device memory, the
+// energy efficiency derived from them and any clock limit. Omitted when no record has samples.
+std::optional<Section> telemetry_section(const std::vector<ReportInput>& inputs) {
+  HtmlTable table;
+  const bool many = inputs.size() > 1;
+  if (many) table.cols.push_back({"Run"});
+  for (auto c : std::vector<HtmlTable::Col>{{"Key"},
+                                            {"SM clock mean (min), MHz", true},
+                                            {"Power mean (max), W", true},
+                                            {"Temperature max, °C", true},
+                                            {"GPU memory used max, GiB", true},
+                                            {"Per watt", true},
+                                            {"Samples", true},
+                                            {"Limits reported"}})
+    table.cols.push_back(c);
+  auto pair_text = [](const std::optional<double>& mean, const std::optional<double>& low_or_high) {
+    if (!mean) return std::string();
+    return low_or_high ? fmt::format("{:.0f} ({:.0f})", *mean, *low_or_high) : fmt::format("{:.0f}", *mean);
+  };
+  for (const auto& in : inputs) {
+    for (const Record& r : in.result.records) {
+      if (!r.telemetry || r.telemetry->samples <= 0) continue;
+      const results::Telemetry& t = *r.telemetry;
+      std::string per_watt;
+      for (const Metric& m : r.metrics) {
+        if (std::string_view(m.name).ends_with("_per_watt")) {
+          per_watt = format_metric(m.value) + " " + m.unit;
+          break;
+        }
+      }
+      std::string limits;
+      for (const auto& why : t.throttle_reasons) limits += (limits.empty() ? "" : ", ") + why;
+      std::vector<std::string> cells;
+      if (many) cells.push_back(run_name(in.origin));
+      for (auto& text : std::vector<std::string>{r.key, pair_text(t.sm_clock_mean_mhz, t.sm_clock_min_mhz),
+                                                 pair_text(t.power_mean_w, t.power_max_w),
+                                                 opt_text(t.temperature_max_c, 0), opt_text(t.memory_used_max_gib, 1),
+                                                 per_watt, std::to_string(t.samples), limits.empty() ? "none" : limits})
+        cells.push_back(std::move(text));
+      table.add_row(std::move(cells));
+    }
+  }
+  if (table.rows.empty()) return std::nullopt;
+  Section s{"telemetry", "Power, clocks and memory while measuring", ""};
+  appendf(s.body,
+          "<p>NVML samples taken while each record was measured ({} records). GPU memory counts every process on "
+          "the device. Per watt: the record's first rate divided by the mean power. A limit named here means the "
+          "clocks were held down while measuring.</p>\n",
+          table.rows.size());
+  s.body += table.render();
+  return s;
+}
+
 // --------------------------------------------------------------------------------- provenance
 
 std::string map_text(const std::map<std::string, std::string>& m) {
@@ -926,10 +986,6 @@ std::string command_text(const std::vector<std::string>& argv) {
     }
   }
   return out;
-}
-
-std::string opt_text(const std::optional<double>& v, int decimals) {
-  return v ? format_number(*v, decimals) : "";
 }
 
 Section provenance_section(const std::vector<ReportInput>& inputs) {
@@ -1323,6 +1379,7 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const Rep
   if (auto s = collective_section(inputs)) sections.push_back(std::move(*s));
   if (auto s = serve_section(inputs, options)) sections.push_back(std::move(*s));
   sections.push_back(summary_section(inputs));
+  if (auto s = telemetry_section(inputs)) sections.push_back(std::move(*s));
   sections.push_back(provenance_section(inputs));
   sections.push_back(definitions_section());
 

@@ -73,6 +73,7 @@ ResultSet hostile_result() {
     rec.outcome = outcome;
     rec.reason = outcome == Outcome::passed ? "" : kHostile;
     rec.telemetry = results::Telemetry{};
+    rec.telemetry->samples = 3;  // so that the telemetry section prints the reasons too
     rec.telemetry->throttle_reasons = {kHostile};
     rec.extra["peak"] = {{"value", 100.0}, {"source", kHostile}};
     r.records.push_back(std::move(rec));
@@ -256,6 +257,31 @@ TEST(HtmlReport, RepeatedStaticBatchShowsItsRange) {
   const std::string html = render_html_report({{file, set}}, {});
   EXPECT_NE(html.find("the median of 3 runs (3895-3946)"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"num\">3933</td>"), std::string::npos);
+}
+
+// Session 19's serve run: what NVML saw during each record, one row per record with samples.
+TEST(HtmlReport, TelemetryTablePerRecord) {
+  const std::string file =
+      std::string(GPUSCOUT_SOURCE_DIR) + "/bench/results/h200-serve-llama-3.1-8b-s19-20261201.json";
+  const std::string html = render_html_report({{file, results::read_result_file(file)}}, {});
+  const auto at = html.find("id=\"telemetry\"");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(html.find("<td>serve/decode/llama-3.1-8b/tp1/b32_ctx512</td><td class=\"num\">1542 (1500)</td>"
+                      "<td class=\"num\">598 (603)</td><td class=\"num\">60</td><td class=\"num\">128.1</td>"
+                      "<td class=\"num\">5.188 GB/s/W</td><td class=\"num\">5</td><td>sw_power_cap</td>",
+                      at),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>serve/decode/llama-3.1-8b/tp1/b1_ctx512</td>", at), std::string::npos);
+  EXPECT_NE(html.find("<td>none</td>", at), std::string::npos);  // batch 1 ran unthrottled
+  // The engine's build record has no telemetry: no row.
+  EXPECT_EQ(html.find("<td>serve/engine/llama-3.1-8b/tp1</td>", at), std::string::npos);
+  // Nothing sampled, no section.
+  ResultSet bare;
+  Record r;
+  r.key = "gemm/bf16/m1_n1_k1";
+  r.metrics = {metric("throughput", 1, "TFLOP/s")};
+  bare.records = {r};
+  EXPECT_EQ(render_html_report({{"bare.json", bare}}, {}).find("id=\"telemetry\""), std::string::npos);
 }
 
 TEST(HtmlReport, ServeHostileModelNameEscaped) {
