@@ -44,8 +44,8 @@ def main():
     stream_by_bytes = {}  # precision -> bytes -> [eta]
     memory = {}  # bytes -> [eta]
     host = {"h2d": [], "d2h": []}
-    ar_small, ar_busbw, ar_ranks = {}, [], set()  # all-reduce: time (us) by bytes, busbw >= 64 MiB
-    a2a_small, a2a_busbw, a2a_ranks = {}, [], set()  # all-to-all: the same
+    ar_small, ar_busbw, ar_ranks = {}, [], {}  # all-reduce: time (us) by ranks and bytes, busbw >= 64 MiB
+    a2a_small, a2a_busbw, a2a_ranks = {}, [], {}  # all-to-all: the same
     used, tool_commits = [], set()
     for path in files:
         with open(path) as f:
@@ -80,10 +80,11 @@ def main():
             elif rec.get("benchmark") == "collectives" and p.get("op") in ("all_reduce", "alltoall") and "time" in metrics:
                 small, busbw, ranks = ((ar_small, ar_busbw, ar_ranks) if p["op"] == "all_reduce"
                                        else (a2a_small, a2a_busbw, a2a_ranks))
-                small.setdefault(p["bytes"], []).append(metrics["time"])
+                n = p.get("ranks", 2)
+                small.setdefault(n, {}).setdefault(p["bytes"], []).append(metrics["time"])
                 if p["bytes"] >= 64 << 20 and "busbw" in metrics:
                     busbw.append(metrics["busbw"])
-                ranks.add(p.get("ranks"))
+                ranks[n] = ranks.get(n, 0) + 1
                 took = True
             elif rec.get("benchmark") == "transfer" and "bandwidth" in metrics:
                 key = rec["key"].split("/")[1]
@@ -130,11 +131,18 @@ def main():
     for section, op, small, busbw, ranks in (("allreduce", "all-reduce", ar_small, ar_busbw, ar_ranks),
                                              ("alltoall", "all-to-all", a2a_small, a2a_busbw, a2a_ranks)):
         if small and busbw:
-            smallest = min(small)
+            # As calibration_from_results (src/model/calibration.cpp): the rank count most records have.
+            n = max(ranks, key=lambda r: ranks[r])
+            by_bytes = small[n]
+            smallest = min(by_bytes)
             out.append(f"[{section}]")
-            out.append(f"alpha_us = {statistics.median(small[smallest]):.2f}  # median time of the {smallest}-byte {op}")
+            out.append(f"alpha_us = {statistics.median(by_bytes[smallest]):.2f}  # median time of the {smallest}-byte {op}")
             out.append(f"busbw_gbs = {max(busbw):.1f}  # best busbw at >= 64 MiB")
-            out.append(f'source = "measured: NCCL {op} on {sorted(r for r in ranks if r)} x {gpu_name} (bench/results)"')
+            out.append(f"ranks = {n}")
+            out.append(f"# [message bytes, median time us] at {n} ranks, joined by straight lines")
+            out.append("time_by_bytes = [" + ", ".join(f"[{b}, {statistics.median(v):.2f}]"
+                                                      for b, v in sorted(by_bytes.items())) + "]")
+            out.append(f'source = "measured: NCCL {op} on {n} x {gpu_name} (bench/results)"')
             out.append("")
     out.append("[host]")
     for d in ("h2d", "d2h"):

@@ -56,18 +56,113 @@ double microseconds(const results::Metric& time) {
   return time.unit == "ms" ? time.value * 1e3 : time.unit == "s" ? time.value * 1e6 : time.value;
 }
 
-// α: median time of the smallest message (as scripts/make-calibration.py); busbw: best at >= 64 MiB.
-std::optional<CollectiveModel> fit_collective(std::vector<std::pair<double, double>> points,
+enum class CollectiveOp { all_reduce, alltoall };
+
+// The collective a record measures, for the two the model uses; nullopt for any other record.
+std::optional<CollectiveOp> collective_op(const results::Record& r) {
+  if (r.key.starts_with("collectives/alltoall/")) return CollectiveOp::alltoall;
+  if (r.key.starts_with("collectives/all_reduce") ||
+      (r.benchmark.starts_with("collective") && r.key.find("all_reduce") != std::string::npos)) {
+    return CollectiveOp::all_reduce;
+  }
+  return std::nullopt;
+}
+
+struct CollectivePoint {
+  double bytes = 0;
+  double us = 0;
+  std::int64_t ranks = 2;
+};
+
+// α: median time of the smallest message; busbw: best at >= 64 MiB; the curve: median time per message
+// size at the rank count most records have (as scripts/make-calibration.py).
+std::optional<CollectiveModel> fit_collective(const std::vector<CollectivePoint>& points,
                                               const std::vector<double>& busbw, const std::string& what) {
   if (points.empty() || busbw.empty()) return std::nullopt;
-  std::sort(points.begin(), points.end());
-  std::vector<double> smallest;
-  for (const auto& [bytes, us] : points) {
-    if (bytes == points.front().first) smallest.push_back(us);
+  std::map<std::int64_t, int> per_ranks;
+  for (const auto& p : points) ++per_ranks[p.ranks];
+  const auto ranks = std::max_element(per_ranks.begin(), per_ranks.end(), [](const auto& a, const auto& b) {
+                       return a.second < b.second;
+                     })->first;
+  std::map<double, std::vector<double>> by_bytes;
+  for (const auto& p : points) {
+    if (p.ranks == ranks) by_bytes[p.bytes].push_back(p.us);
   }
-  return CollectiveModel{
-      median(smallest), *std::max_element(busbw.begin(), busbw.end()),
-      fmt::format("measured {} records (α: median of the smallest message; busbw: best >= 64 MiB)", what)};
+  CollectiveModel model;
+  model.alpha_us = median(by_bytes.begin()->second);
+  model.busbw_gbs = *std::max_element(busbw.begin(), busbw.end());
+  model.curve_ranks = ranks;
+  for (const auto& [bytes, us] : by_bytes) model.time_by_bytes.emplace_back(bytes, median(us));
+  model.source = fmt::format(
+      "measured {} records over {} ranks: the median time at each of {} message sizes, joined by straight lines "
+      "(α {:.1f} us at the smallest; busbw {:.0f} GB/s, the best >= 64 MiB, past the largest)",
+      what, ranks, model.time_by_bytes.size(), model.alpha_us, model.busbw_gbs);
+  return model;
+}
+
+// The α-β line alone (public figures, or a table without a measured curve).
+CollectiveModel line_model(double alpha_us, double busbw_gbs, std::string source) {
+  CollectiveModel model;
+  model.alpha_us = alpha_us;
+  model.busbw_gbs = busbw_gbs;
+  model.source = std::move(source);
+  return model;
+}
+
+// A [allreduce] / [alltoall] table (`entry`, whose TOML is `table`): alpha_us and busbw_gbs, optionally the
+// measured curve time_by_bytes at `ranks` ranks.
+CollectiveModel parse_collective(const data::TomlEntry& entry, const toml::table& table,
+                                 const std::string& fallback_source) {
+  auto model = line_model(entry.required_number("alpha_us", 0), entry.required_number("busbw_gbs", 0),
+                          entry.optional_string("source").value_or(fallback_source));
+  if (!entry.has("time_by_bytes")) return model;
+  model.curve_ranks = entry.required_int("ranks", 2, 1 << 20);
+  const auto* array = table.get_as<toml::array>("time_by_bytes");
+  if (!array) entry.fail("time_by_bytes", "expected an array of [message bytes, time us] pairs");
+  for (const auto& node : *array) {
+    const auto* pair = node.as_array();
+    const auto bytes = pair && pair->size() == 2 ? (*pair)[0].value<double>() : std::nullopt;
+    const auto us = pair && pair->size() == 2 ? (*pair)[1].value<double>() : std::nullopt;
+    if (!bytes || !us || *bytes <= 0 || *us <= 0) {
+      entry.fail("time_by_bytes", "expected [message bytes, time us] pairs, both > 0");
+    }
+    model.time_by_bytes.emplace_back(*bytes, *us);
+  }
+  std::sort(model.time_by_bytes.begin(), model.time_by_bytes.end());
+  for (std::size_t i = 1; i < model.time_by_bytes.size(); ++i) {
+    if (model.time_by_bytes[i].first == model.time_by_bytes[i - 1].first) {
+      entry.fail("time_by_bytes", "lists a message size twice");
+    }
+  }
+  if (model.time_by_bytes.empty()) entry.fail("time_by_bytes", "is empty");
+  return model;
+}
+
+// Seconds of one collective whose bandwidth term carries `factor(n)` (2(n-1)/n all-reduce, (n-1)/n all-to-all).
+double collective_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus, double (*factor)(double)) {
+  if (gpus <= 1) return 0;
+  const double n = static_cast<double>(gpus);
+  const auto& curve = model.time_by_bytes;
+  if (curve.empty()) return model.alpha_us * 1e-6 + factor(n) * bytes / (model.busbw_gbs * 1e9);
+  const double scale = factor(n) / factor(static_cast<double>(model.curve_ranks));
+  double us = curve.front().second;
+  if (bytes >= curve.back().first) {
+    us = curve.back().second +
+         (bytes - curve.back().first) * factor(static_cast<double>(model.curve_ranks)) / (model.busbw_gbs * 1e3);
+  } else if (bytes > curve.front().first) {
+    const auto hi = std::upper_bound(curve.begin(), curve.end(), bytes,
+                                     [](double b, const auto& point) { return b < point.first; });
+    const auto lo = hi - 1;
+    us = lo->second + (bytes - lo->first) * (hi->second - lo->second) / (hi->first - lo->first);
+  }
+  return us * scale * 1e-6;
+}
+
+double allreduce_factor(double n) {
+  return 2 * (n - 1) / n;
+}
+double alltoall_factor(double n) {
+  return (n - 1) / n;
 }
 
 }  // namespace
@@ -154,13 +249,10 @@ Calibration parse_calibration(const data::DataFile& file) {
     cal.h2d_gbs = host->optional_number("h2d_gbs", 0);
     cal.d2h_gbs = host->optional_number("d2h_gbs", 0);
   }
-  if (const auto ar = top.optional_table("allreduce")) {
-    cal.allreduce = CollectiveModel{ar->required_number("alpha_us", 0), ar->required_number("busbw_gbs", 0),
-                                    ar->optional_string("source").value_or(cal.source)};
-  }
-  if (const auto a2a = top.optional_table("alltoall")) {
-    cal.alltoall = CollectiveModel{a2a->required_number("alpha_us", 0), a2a->required_number("busbw_gbs", 0),
-                                   a2a->optional_string("source").value_or(cal.source)};
+  for (const auto& [name, target] : {std::pair{"allreduce", &cal.allreduce}, std::pair{"alltoall", &cal.alltoall}}) {
+    if (const auto* table = root.get_as<toml::table>(name)) {
+      *target = parse_collective(data::TomlEntry(*table, file.origin, file.name, name), *table, cal.source);
+    }
   }
   return cal;
 }
@@ -179,10 +271,18 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   std::map<std::string, std::map<double, std::vector<double>>> stream_by_bytes;
   std::map<double, std::vector<double>> memory;
   std::vector<double> h2d, d2h;
-  std::vector<std::pair<double, double>> ar_points;  // (bytes, time us) of all-reduce records
+  std::vector<CollectivePoint> ar_points;  // all-reduce records
   std::vector<double> ar_busbw;
-  std::vector<std::pair<double, double>> a2a_points;
+  std::vector<CollectivePoint> a2a_points;
   std::vector<double> a2a_busbw;
+  // A left-out collective takes its twins at the same size with it (the header says why).
+  std::optional<std::pair<CollectiveOp, double>> excluded_size;
+  for (const auto& set : sets) {
+    for (const auto& r : set.records) {
+      if (r.key == exclude_key && collective_op(r))
+        excluded_size.emplace(*collective_op(r), r.params.value("bytes", 0.0));
+    }
+  }
   Calibration cal;
   cal.tier = "measured";
   cal.measured_gpu = spec.name;
@@ -226,15 +326,14 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
         if (r.key.starts_with("transfer/h2d_ce_pinned/")) h2d.push_back(bw->value);
         if (r.key.starts_with("transfer/d2h_ce_pinned/")) d2h.push_back(bw->value);
         used = true;
-      } else if (r.key.starts_with("collectives/alltoall/") || r.benchmark.starts_with("collective") ||
-                 r.key.starts_with("collectives/all_reduce")) {
-        // Collectives records (another developer's): all_reduce and alltoall with bytes, time and busbw.
-        const bool a2a = r.key.starts_with("collectives/alltoall/");
-        if (!a2a && r.key.find("all_reduce") == std::string::npos) continue;
+      } else if (const auto op = collective_op(r)) {
+        const bool a2a = *op == CollectiveOp::alltoall;
         const auto* time = r.find_metric("time");
         const auto* busbw = r.find_metric("busbw");
         const double bytes = p.value("bytes", 0.0);
-        if (time && bytes > 0) (a2a ? a2a_points : ar_points).emplace_back(bytes, microseconds(*time));
+        if (excluded_size && *excluded_size == std::pair{*op, bytes}) continue;
+        const auto ranks = p.value("ranks", std::int64_t{2});
+        if (time && bytes > 0) (a2a ? a2a_points : ar_points).push_back({bytes, microseconds(*time), ranks});
         if (busbw && bytes >= 64.0 * (1 << 20)) (a2a ? a2a_busbw : ar_busbw).push_back(busbw->value);
         used = true;
       }
@@ -256,7 +355,7 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   if (!d2h.empty()) cal.d2h_gbs = median(d2h);
   cal.allreduce = fit_collective(ar_points, ar_busbw, "all-reduce");
   cal.alltoall = fit_collective(a2a_points, a2a_busbw, "all-to-all");
-  if (cal.gemm.empty() && cal.memory.empty() && !cal.allreduce) {
+  if (cal.gemm.empty() && cal.memory.empty() && !cal.allreduce && !cal.alltoall) {
     throw UsageError(
         fmt::format("--calibration: no passed gemm, memory or collective records of {} in the files", spec.name));
   }
@@ -326,29 +425,29 @@ Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Cali
 CollectiveModel collective_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus) {
   if (gpus > 8) {
     const bool ndr = target.release_year >= 2022;
-    return CollectiveModel{ndr ? 40.0 : 60.0, ndr ? 40.0 : 20.0,
-                           ndr ? "public: InfiniBand NDR 400 Gb/s per GPU ~40-45 GB/s busbw, α >= 60 us cross-node "
-                                 "(modeling.md 4.5; C02: 17.5 GB/s at 2 A100 nodes) - assumption 40 GB/s, 40 us"
-                               : "public: InfiniBand HDR 200 Gb/s per GPU, 20 GB/s busbw (C02: 17.5 GB/s), α 60 us"};
+    return line_model(ndr ? 40.0 : 60.0, ndr ? 40.0 : 20.0,
+                      ndr ? "public: InfiniBand NDR 400 Gb/s per GPU ~40-45 GB/s busbw, α >= 60 us cross-node "
+                            "(modeling.md 4.5; C02: 17.5 GB/s at 2 A100 nodes) - assumption 40 GB/s, 40 us"
+                          : "public: InfiniBand HDR 200 Gb/s per GPU, 20 GB/s busbw (C02: 17.5 GB/s), α 60 us");
   }
   if (cal.allreduce && cal.tier == "measured") return *cal.allreduce;
   if (target.scale_up == "nvlink" && target.scale_up_bw_gbs_bidir && !target.bridge_only) {
     const double uni = target.scale_up_bw_gbs_bidir->value / 2;
     const int gen = static_cast<int>(target.nvlink_gen.value_or(4));
     if (gen >= 4) {
-      return CollectiveModel{20, uni * 0.82,
-                             fmt::format("public: NVLink{} {:.0f} GB/s/dir x 0.82 (C01: 365-374 GB/s busbw on 8xH100); "
-                                         "α 20 us (C01 fit 20-40 us)",
-                                         gen, uni)};
+      return line_model(20, uni * 0.82,
+                        fmt::format("public: NVLink{} {:.0f} GB/s/dir x 0.82 (C01: 365-374 GB/s busbw on 8xH100); "
+                                    "α 20 us (C01 fit 20-40 us)",
+                                    gen, uni));
     }
-    return CollectiveModel{45, uni * 0.58,
-                           fmt::format("public: NVLink{} {:.0f} GB/s/dir x 0.58 (C02: 174 GB/s busbw on 8xA100); α 45 "
-                                       "us (C02 fit 45-90 us)",
-                                       gen, uni)};
+    return line_model(45, uni * 0.58,
+                      fmt::format("public: NVLink{} {:.0f} GB/s/dir x 0.58 (C02: 174 GB/s busbw on 8xA100); α 45 "
+                                  "us (C02 fit 45-90 us)",
+                                  gen, uni));
   }
   const double pcie_gen = target.pcie_gen ? target.pcie_gen->value : 4;
-  return CollectiveModel{30, pcie_gen >= 5 ? 45.0 : 20.0,
-                         "public: PCIe Gen4/5 x16 all-reduce busbw ~20/45 GB/s (modeling.md 4.5), α 30 us"};
+  return line_model(30, pcie_gen >= 5 ? 45.0 : 20.0,
+                    "public: PCIe Gen4/5 x16 all-reduce busbw ~20/45 GB/s (modeling.md 4.5), α 30 us");
 }
 
 CollectiveModel alltoall_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus) {
@@ -359,15 +458,11 @@ CollectiveModel alltoall_model(const specs::GpuSpec& target, const Calibration& 
 }
 
 double alltoall_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus) {
-  if (gpus <= 1) return 0;
-  const double n = static_cast<double>(gpus);
-  return model.alpha_us * 1e-6 + (n - 1) / n * bytes / (model.busbw_gbs * 1e9);
+  return collective_seconds(model, bytes, gpus, alltoall_factor);
 }
 
 double allreduce_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus) {
-  if (gpus <= 1) return 0;
-  const double n = static_cast<double>(gpus);
-  return model.alpha_us * 1e-6 + 2 * (n - 1) / n * bytes / (model.busbw_gbs * 1e9);
+  return collective_seconds(model, bytes, gpus, allreduce_factor);
 }
 
 }  // namespace gpuscout::model

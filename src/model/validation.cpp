@@ -257,7 +257,8 @@ void validate_own(ValidationReport& report, const std::vector<results::ResultSet
       v.category = "own_collective";
       v.predicted = allreduce_seconds(*ctx.calibration.allreduce, bytes, ranks) * 1e6;
       v.unit = "us";
-      v.what = fmt::format("NCCL all-reduce {:.0f} B over {} x {} (α-β)", bytes, ranks, spec.name);
+      v.what = fmt::format("NCCL all-reduce {:.0f} B over {} x {} ({})", bytes, ranks, spec.name,
+                           ctx.calibration.allreduce->time_by_bytes.empty() ? "α-β line" : "measured curve");
     } else {
       const double bytes = r.params.value("array_bytes", 0.0);
       v.category = "own_memory";

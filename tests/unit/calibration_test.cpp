@@ -1,8 +1,11 @@
 // Calibration: curve interpolation, the embedded H200 table, building from result records, transfer by
-// architecture family, public fallbacks, and the collective α-β model.
+// architecture family, public fallbacks, and the collective models (α-β line, measured curve).
 #include "gpuscout/model/calibration.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "gpuscout/data/data_source.hpp"
 #include "gpuscout/specs/spec_db.hpp"
@@ -91,9 +94,110 @@ TEST(Calibration, CollectivesFromSpecAndAlphaBeta) {
   EXPECT_NEAR(a100.busbw_gbs, 300 * 0.58, 1e-9);  // C02: 174 GB/s
   EXPECT_DOUBLE_EQ(collective_model(db().get("A100-SXM4-80GB"), cal, 16).busbw_gbs, 20);
   // t = α + 2(n-1)/n · S / busbw
-  const CollectiveModel m{20, 400, ""};
+  CollectiveModel m;
+  m.alpha_us = 20;
+  m.busbw_gbs = 400;
   EXPECT_NEAR(allreduce_seconds(m, 64e6, 8), 20e-6 + 2 * 7.0 / 8 * 64e6 / 400e9, 1e-12);
   EXPECT_DOUBLE_EQ(allreduce_seconds(m, 64e6, 1), 0);
+}
+
+// The measured curve: flat below the smallest size, straight lines between sizes, busbw past the largest,
+// and another rank count scaled by f(n) / f(curve_ranks).
+TEST(Calibration, CollectiveCurveInterpolatesExtrapolatesAndScalesByRanks) {
+  CollectiveModel m;
+  m.alpha_us = 10;
+  m.busbw_gbs = 400;
+  m.curve_ranks = 2;
+  m.time_by_bytes = {{1e3, 10}, {1e6, 20}, {1e8, 300}};
+  EXPECT_NEAR(allreduce_seconds(m, 1, 2), 10e-6, 1e-12);
+  EXPECT_NEAR(allreduce_seconds(m, 1e3 + (1e6 - 1e3) / 2, 2), 15e-6, 1e-12);
+  EXPECT_NEAR(allreduce_seconds(m, 1e8, 2), 300e-6, 1e-12);
+  // Past 1e8: + 2(n-1)/n · ΔS / busbw = 1 · 1e8 / 400e9 = 250 us.
+  EXPECT_NEAR(allreduce_seconds(m, 2e8, 2), 550e-6, 1e-12);
+  // 8 ranks: 2·7/8 over 2·1/2 = 1.75 times the 2-rank time.
+  EXPECT_NEAR(allreduce_seconds(m, 1e6, 8), 1.75 * 20e-6, 1e-12);
+  EXPECT_EQ(allreduce_seconds(m, 1e6, 1), 0);
+  // All-to-all: (n-1)/n, 0.5 at 2 ranks, so the bandwidth term past the largest size is half.
+  EXPECT_NEAR(alltoall_seconds(m, 2e8, 2), 425e-6, 1e-12);
+  EXPECT_NEAR(alltoall_seconds(m, 1e6, 8), 1.75 * 20e-6, 1e-12);
+}
+
+results::Record collective_record(const std::string& op, double bytes, double us, int ranks, double busbw,
+                                  const std::string& variant = "oop") {
+  results::Record r;
+  r.key = fmt::format("collectives/{}/float/{}/{}B", op, variant, bytes);
+  r.benchmark = "collectives";
+  r.params = {{"op", op}, {"bytes", bytes}, {"ranks", ranks}};
+  r.metrics.push_back({"time", us, "us", "median", 3, std::nullopt, ""});
+  r.metrics.push_back({"busbw", busbw, "GB/s", "median", 3, std::nullopt, ""});
+  return r;
+}
+
+TEST(Calibration, CollectiveCurveFromRecordsAndLeaveOneSizeOut) {
+  results::ResultSet set;
+  results::GpuInfo g;
+  g.spec_name = "H200-SXM-141GB";
+  set.gpus.push_back(g);
+  const double big = 64.0 * (1 << 20);
+  for (const double us : {10.0, 12.0, 30.0}) set.records.push_back(collective_record("all_reduce", 1024, us, 2, 0));
+  set.records.push_back(collective_record("all_reduce", big, 250, 2, 350));
+  set.records.push_back(collective_record("all_reduce", big, 260, 2, 340, "inplace"));
+  set.records.push_back(collective_record("all_reduce", 4 * big, 900, 2, 352));
+  set.records.push_back(collective_record("all_reduce", 1024, 99, 4, 0));  // fewer records at 4 ranks: not the curve
+  set.records.push_back(collective_record("alltoall", 1024, 14, 2, 0));
+  set.records.push_back(collective_record("alltoall", big, 140, 2, 339));
+  const auto& h200 = db().get("H200-SXM-141GB");
+  const auto cal = calibration_from_results({set}, h200);
+  ASSERT_TRUE(cal.allreduce.has_value());
+  EXPECT_EQ(cal.allreduce->curve_ranks, 2);
+  ASSERT_EQ(cal.allreduce->time_by_bytes.size(), 3u);
+  EXPECT_EQ(cal.allreduce->time_by_bytes[0], (std::pair{1024.0, 12.0}));  // median of 10, 12, 30
+  EXPECT_EQ(cal.allreduce->time_by_bytes[1], (std::pair{big, 255.0}));
+  EXPECT_DOUBLE_EQ(cal.allreduce->alpha_us, 12);
+  EXPECT_DOUBLE_EQ(cal.allreduce->busbw_gbs, 352);
+  ASSERT_TRUE(cal.alltoall.has_value());
+  EXPECT_EQ(cal.alltoall->time_by_bytes.size(), 2u);
+  // Leaving out the in-place 64 MiB record takes its out-of-place twin too; the other op keeps its size.
+  const auto out = calibration_from_results({set}, h200, set.records[4].key);
+  ASSERT_TRUE(out.allreduce.has_value());
+  ASSERT_EQ(out.allreduce->time_by_bytes.size(), 2u);
+  EXPECT_EQ(out.allreduce->time_by_bytes[0].first, 1024);
+  EXPECT_EQ(out.allreduce->time_by_bytes[1].first, 4 * big);
+  ASSERT_TRUE(out.alltoall.has_value());
+  EXPECT_EQ(out.alltoall->time_by_bytes.size(), 2u);
+}
+
+Calibration parse_text(const std::string& collective) {
+  const std::string text =
+      "[calibration]\ngpu = \"H200-SXM-141GB\"\narchitecture = \"Hopper\"\nsource = \"test\"\n"
+      "files = []\n\n[allreduce]\nalpha_us = 13\nbusbw_gbs = 350\n" +
+      collective;
+  return parse_calibration(data::DataFile{"calibration/t.toml", "t.toml", text});
+}
+
+TEST(Calibration, ParsesTheCollectiveCurveAndNamesBadFields) {
+  const auto cal = parse_text("ranks = 2\ntime_by_bytes = [[1048576, 16.0], [8, 13.5]]\n");
+  ASSERT_TRUE(cal.allreduce.has_value());
+  ASSERT_EQ(cal.allreduce->time_by_bytes.size(), 2u);
+  EXPECT_EQ(cal.allreduce->time_by_bytes[0].first, 8);  // sorted by size
+  EXPECT_NEAR(allreduce_seconds(*cal.allreduce, 1048576, 2), 16e-6, 1e-12);
+  // Without a curve: the α-β line.
+  EXPECT_TRUE(parse_text("").allreduce->time_by_bytes.empty());
+  const auto message = [](const std::string& collective) {
+    try {
+      parse_text(collective);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("ranks = 2\ntime_by_bytes = [[8, 13.5], [8, 14.0]]\n").find("twice"), std::string::npos);
+  const auto bad_pair = message("ranks = 2\ntime_by_bytes = [[8]]\n");
+  EXPECT_NE(bad_pair.find("time_by_bytes"), std::string::npos) << bad_pair;
+  EXPECT_NE(bad_pair.find("t.toml"), std::string::npos) << bad_pair;
+  EXPECT_NE(message("ranks = 2\ntime_by_bytes = [[8, -1.0]]\n").find("> 0"), std::string::npos);
+  EXPECT_NE(message("time_by_bytes = [[8, 13.5]]\n").find("ranks"), std::string::npos);
+  EXPECT_NE(message("ranks = 2\ntime_by_bytes = []\n").find("empty"), std::string::npos);
 }
 
 }  // namespace

@@ -75,7 +75,9 @@ TEST(Validation, MapePinned) {
   // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out.
   EXPECT_NEAR(m.at("own_gemm"), 3.9, 0.5);
   EXPECT_NEAR(m.at("own_memory"), 5.5, 0.5);
-  EXPECT_NEAR(m.at("own_collective"), 6.5, 0.5);  // 2 x H200 NCCL all-reduce, 8 B - 8 GiB
+  // 2 x H200 NCCL all-reduce, 8 B - 8 GiB, leave-one-size-out: 6.5 with the α-β line
+  // until session 20 gave the model the measured curve (time per message size, straight lines between).
+  EXPECT_NEAR(m.at("own_collective"), 3.2, 0.5);
   // Targets of issue #5 that are reached must stay reached.
   EXPECT_LE(m.at("training"), 15);
   EXPECT_LE(m.at("inference_throughput"), 25);

@@ -31,11 +31,19 @@ struct GemmCurve {
   Curve weight_stream_by_bytes;         // the same by bytes moved (small matrices stream less well)
 };
 
-// Collective all-reduce over the scale-up fabric: t = α + 2(n-1)/n · S / busbw (nccl-tests busbw).
+// A collective over the scale-up fabric. Without a measured curve, the α-β line
+// t = α + f(n) · S / busbw, with f(n) = 2(n-1)/n for an all-reduce and (n-1)/n for an all-to-all
+// (nccl-tests' bus bandwidth). With one (measured records), the time of each measured message size at
+// `curve_ranks` ranks, joined by straight lines in bytes (an α-β segment between each two sizes, so NCCL's
+// protocol and channel changes with size are followed rather than averaged), held flat below the
+// smallest size and continued at busbw past the largest; another rank count n scales it by
+// f(n) / f(curve_ranks), i.e. at the same bus bandwidth (ASSUMPTION, as nccl-tests' busbw intends).
 struct CollectiveModel {
   double alpha_us = 0;
   double busbw_gbs = 0;
   std::string source;
+  std::vector<std::pair<double, double>> time_by_bytes;  // (message bytes, median time us), bytes ascending
+  std::int64_t curve_ranks = 2;
 };
 
 struct Calibration {
@@ -71,7 +79,9 @@ Calibration parse_calibration(const data::DataFile& file);
 std::vector<Calibration> load_calibrations(const data::DataSource& source);
 
 // Builds a calibration from result files (gpuscout bench JSON) of one GPU type, with `spec` giving the
-// peaks and bandwidth the efficiencies are relative to. `exclude_key` leaves one record out (validation).
+// peaks and bandwidth the efficiencies are relative to. `exclude_key` leaves one record out (validation);
+// for a collective it leaves out every record of that operation and message size, since its in-place,
+// out-of-place and other-dtype twins would otherwise predict it from its own measurement.
 // Records of other GPUs (gpus[].spec_name) are ignored. Throws UsageError when nothing usable is found.
 Calibration calibration_from_results(const std::vector<results::ResultSet>& sets, const specs::GpuSpec& spec,
                                      const std::string& exclude_key = "");
@@ -96,7 +106,8 @@ Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Cali
 // C01: 365-374 GB/s on 8xH100; NVLink3: 0.58, C02: 174 GB/s on 8xA100), PCIe: 20/45 GB/s (Gen4/5),
 // and across nodes (gpus > 8) an InfiniBand figure per GPU (NDR 400: 40 GB/s; HDR 200: 20 GB/s).
 CollectiveModel collective_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus);
-// Time of one all-reduce of `bytes` over `gpus` ranks, in seconds (0 for one GPU).
+// Time of one all-reduce of `bytes` over `gpus` ranks, in seconds (0 for one GPU): the α-β line, or the
+// measured curve where the model has one (CollectiveModel).
 double allreduce_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus);
 
 // All-to-all α and busbw over `gpus` GPUs: measured when the calibration has it (tier measured), across
@@ -105,7 +116,7 @@ double allreduce_seconds(const CollectiveModel& model, double bytes, std::int64_
 // on 2 x H200: 339 vs 353 GB/s).
 CollectiveModel alltoall_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus);
 // Time of one all-to-all in which every rank sends `bytes` (its whole send buffer, nccl-tests' size),
-// in seconds: α + (n-1)/n · bytes / busbw (0 for one GPU).
+// in seconds: α + (n-1)/n · bytes / busbw, or the measured curve (0 for one GPU).
 double alltoall_seconds(const CollectiveModel& model, double bytes, std::int64_t gpus);
 
 }  // namespace gpuscout::model
