@@ -51,7 +51,10 @@ constexpr const char* kListFlags[][2] = {
     {"transfer-sizes", "transfer: host<->device copy sizes, e.g. 64MiB,512MiB"},
     {"gemm-sizes", "gemm: square sizes m=n=k, e.g. 4096,8192"},
     {"gemm-m", "gemm: token counts m for the model-shaped cases, e.g. 1,128,4096"},
-    {"gemm-shapes", "gemm: explicit shapes m x n x k, e.g. 4096x4096x4096"},
+    {"gemm-shapes",
+     "gemm: explicit shapes m x n x k, e.g. 4096x4096x4096, and/or layers of --gemm-model: qkv, o, gate_up, gate, up, "
+     "down, lm_head (default qkv,o,gate_up,down)"},
+    {"gemm-model", "gemm: the catalog model whose layer shapes --gemm-shapes names (default llama-3.1-8b)"},
     {"precisions", "gemm: precisions, e.g. bf16,fp8"},
     {"p2p-sizes", "p2p: GPU-to-GPU copy sizes, e.g. 64MiB,512MiB"},
     {"coll-sizes", "collectives: message sizes (nccl-tests' size column), e.g. 8,1MiB,1GiB (default 8B..8GiB x2)"},

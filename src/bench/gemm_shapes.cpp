@@ -130,6 +130,7 @@ TransformerDims llama31_8b() {
           8,
           128,
           14336,
+          128256,
           true,
           "built-in default: https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json"};
 }
@@ -152,6 +153,7 @@ TransformerDims catalog_dims(std::string_view model) {
   dims.kv_heads = arch.kv_heads;
   dims.head_dim = arch.head_dim;
   dims.ffn_hidden = arch.ffn_hidden;
+  dims.vocab = arch.vocab;
   dims.gated_mlp = arch.gated_mlp;
   dims.source = fmt::format("model catalog ({}): {}", info.file, info.config_source);
   return dims;
@@ -186,8 +188,15 @@ std::vector<GemmShape> layer_shapes(const TransformerDims& dims, const std::vect
     } else if (layer == "down") {
       n = dims.hidden;
       k = dims.ffn_hidden;
+    } else if (layer == "lm_head") {
+      if (dims.vocab <= 0) {
+        throw UsageError(fmt::format("--gemm-shapes lm_head: no vocabulary size for {} ({})", dims.model, dims.source));
+      }
+      n = dims.vocab;
+      k = dims.hidden;
     } else {
-      throw UsageError(fmt::format("--gemm-shapes: unknown layer '{}' (known: qkv, o, gate_up, gate, up, down)", raw));
+      throw UsageError(
+          fmt::format("--gemm-shapes: unknown layer '{}' (known: qkv, o, gate_up, gate, up, down, lm_head)", raw));
     }
     for (std::int64_t m : tokens) shapes.push_back({m, n, k, dims.model, layer});
   }

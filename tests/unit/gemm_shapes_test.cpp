@@ -149,7 +149,26 @@ TEST(GemmShapes, PlansFromFlags) {
 
   EXPECT_THROW(make_plan(PlanMode::standard, {{"precisions", {"fp4"}}}, dims), UsageError);
   EXPECT_THROW(make_plan(PlanMode::standard, {{"gemm-m", {"0"}}}, dims), UsageError);
-  EXPECT_THROW(make_plan(PlanMode::standard, {{"gemm-shapes", {"lm_head"}}}, dims), UsageError);
+  EXPECT_THROW(make_plan(PlanMode::standard, {{"gemm-shapes", {"attention"}}}, dims), UsageError);
+}
+
+TEST(GemmShapes, LmHeadLayer) {
+  const auto dims = llama31_8b();
+  const auto plan = make_plan(PlanMode::quick, {{"gemm-shapes", {"lm_head"}}, {"gemm-m", {"1", "32"}}}, dims);
+  ASSERT_EQ(plan.llm_shapes.size(), 2u);
+  EXPECT_EQ(plan.llm_shapes[0], (GemmShape{1, 128256, 4096, "llama-3.1-8b", "lm_head"}));
+  EXPECT_EQ(record_key(GemmPrecision::bf16, plan.llm_shapes[1]), "gemm/bf16/llama-3.1-8b.lm_head/m32_n128256_k4096");
+  // Not among the default layers: the default selection stays comparable with older runs.
+  for (const auto& shape : make_plan(PlanMode::standard, {}, dims).llm_shapes) EXPECT_NE(shape.layer, "lm_head");
+  EXPECT_EQ(catalog_dims("llama-3.1-70b").vocab, 128256);
+  auto no_vocab = dims;
+  no_vocab.vocab = 0;
+  try {
+    make_plan(PlanMode::quick, {{"gemm-shapes", {"lm_head"}}}, no_vocab);
+    ADD_FAILURE() << "lm_head without a vocabulary size was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GemmShapes, RotationSets) {
@@ -179,6 +198,7 @@ TEST(GemmShapes, CatalogDims) {
   EXPECT_EQ(dims.kv_heads, builtin.kv_heads);
   EXPECT_EQ(dims.head_dim, builtin.head_dim);
   EXPECT_EQ(dims.ffn_hidden, builtin.ffn_hidden);
+  EXPECT_EQ(dims.vocab, builtin.vocab);
   EXPECT_TRUE(dims.gated_mlp);
   EXPECT_NE(dims.source.find("model catalog"), std::string::npos);
   EXPECT_THROW(catalog_dims("no-such-model"), NotFoundError);

@@ -72,11 +72,12 @@ std::string record_key(GemmPrecision precision, const GemmShape& shape);
 struct TransformerDims {
   std::string model;  // "llama-3.1-8b"
   std::int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn_hidden = 0;
+  std::int64_t vocab = 0;  // rows of the LM head (0: unknown)
   bool gated_mlp = true;  // gate + up + down (SwiGLU) vs up + down
   std::string source;     // where the figures come from
 };
 
-// Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, head_dim 128, FFN 14336, SwiGLU), from
+// Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, head_dim 128, FFN 14336, SwiGLU, vocab 128256), from
 // meta-llama/Llama-3.1-8B config.json; the fallback when the model catalog cannot be read.
 TransformerDims llama31_8b();
 inline constexpr std::string_view kDefaultModel = "llama-3.1-8b";
@@ -87,12 +88,13 @@ inline constexpr std::string_view kDefaultModel = "llama-3.1-8b";
 TransformerDims catalog_dims(std::string_view model);
 
 // The layer names layer_shapes understands, and the default selection.
-inline constexpr std::string_view kLayerNames[] = {"qkv", "o", "gate_up", "gate", "up", "down"};
+inline constexpr std::string_view kLayerNames[] = {"qkv", "o", "gate_up", "gate", "up", "down", "lm_head"};
 std::vector<std::string> default_layers();
 // One shape per (layer, token count): qkv N = (heads + 2 kv_heads) head_dim, K = hidden; o
 // N = hidden, K = heads head_dim; gate_up (fused) N = 2 ffn, K = hidden; gate / up N = ffn;
-// down N = hidden, K = ffn. Throws UsageError for an unknown layer name, or gate_up/gate on a
-// model without a gated MLP.
+// down N = hidden, K = ffn; lm_head N = vocab, K = hidden (the logits; not in the default selection,
+// whose records older runs compare with). Throws UsageError for an unknown layer name, gate_up/gate on
+// a model without a gated MLP, or lm_head without a vocabulary size.
 std::vector<GemmShape> layer_shapes(const TransformerDims& dims, const std::vector<std::string>& layers,
                                     const std::vector<std::int64_t>& tokens);
 
@@ -114,7 +116,7 @@ std::int64_t parse_positive(std::string_view text, std::string_view flag);
 // Defaults per mode, overridden by the list-valued flags in `lists`:
 //   gemm-sizes   plain sizes, "N" (square) or "MxNxK" (default quick: 4096, 8192; otherwise 4096,
 //                8192, 16384; "none": skip)
-//   gemm-shapes  layer names (qkv, o, gate_up, gate, up, down; default qkv, o, gate_up, down)
+//   gemm-shapes  layer names (qkv, o, gate_up, gate, up, down, lm_head; default qkv, o, gate_up, down)
 //                and/or explicit "MxNxK" shapes; given alone, it replaces the default sizes, and
 //                with no layer name (and no gemm-m) it skips the LLM shapes
 //   gemm-m       token counts of the LLM shapes (default 1, 16, 128, 1024, 4096, 16384; quick:
