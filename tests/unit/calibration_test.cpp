@@ -39,7 +39,10 @@ TEST(Calibration, EmbeddedH200TableIsMeasured) {
   EXPECT_NEAR(c.gemm_efficiency(specs::Precision::fp8, 8192), 0.62, 0.02);
   // int8 measured on squares only: bf16 curve shape, own level.
   EXPECT_NEAR(c.gemm_efficiency(specs::Precision::int8, 16384), 0.669, 0.01);
-  EXPECT_NEAR(c.weight_stream_efficiency(specs::Precision::bf16), 0.635, 0.01);
+  // The median over every memory-bound shape, the LM heads' (session 20) included; the model uses the curve.
+  EXPECT_NEAR(c.weight_stream_efficiency(specs::Precision::bf16), 0.753, 0.01);
+  // The Llama-3.1-8B LM head at one row (1.05 GB): 0.24 ms, 0.905 of 4.8 TB/s, not the 243 MB point's 0.75.
+  EXPECT_NEAR(c.weight_stream_efficiency(specs::Precision::bf16, 1.0509e9), 0.905, 0.01);
   // By bytes: a 4096x4096 BF16 matrix (32 MiB) streams less well than a 28672x4096 one (224 MiB).
   EXPECT_LT(c.weight_stream_efficiency(specs::Precision::bf16, 33.6e6),
             c.weight_stream_efficiency(specs::Precision::bf16, 235e6));

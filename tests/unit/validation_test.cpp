@@ -70,7 +70,9 @@ TEST(Validation, MapePinned) {
   const auto& m = report.mape_pct;
   // Pinned values (±0.5 percentage points) as of this commit.
   EXPECT_NEAR(m.at("training"), 12.5, 0.5);
-  EXPECT_NEAR(m.at("inference_throughput"), 22.2, 0.5);
+  // 22.2 until session 20 measured the LM head's GEMM (0.24 ms for Llama-3.1-8B's, not the 0.29 the flat
+  // end of the weight-stream curve gave): the faster LM head moves the H100 rows up, the over-predicted a little more.
+  EXPECT_NEAR(m.at("inference_throughput"), 22.7, 0.5);
   EXPECT_NEAR(m.at("ttft"), 14.1, 0.5);
   // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out.
   EXPECT_NEAR(m.at("own_gemm"), 3.9, 0.5);

@@ -73,8 +73,8 @@ struct TransformerDims {
   std::string model;  // "llama-3.1-8b"
   std::int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn_hidden = 0;
   std::int64_t vocab = 0;  // rows of the LM head (0: unknown)
-  bool gated_mlp = true;  // gate + up + down (SwiGLU) vs up + down
-  std::string source;     // where the figures come from
+  bool gated_mlp = true;   // gate + up + down (SwiGLU) vs up + down
+  std::string source;      // where the figures come from
 };
 
 // Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, head_dim 128, FFN 14336, SwiGLU, vocab 128256), from
