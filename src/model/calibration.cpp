@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "gpuscout/data/toml_reader.hpp"
@@ -31,21 +32,28 @@ double element_bytes(const std::string& precision) {
   return 0;
 }
 
-Curve parse_curve(const data::TomlEntry& entry, const toml::table& table, std::string_view key) {
+// An array of [x, y] number pairs under `key` (`pair` names the two, for errors), both > 0 and y <= `max_y`
+// (`range` says so when one is not), sorted by x.
+Curve parse_pairs(const data::TomlEntry& entry, const toml::table& table, std::string_view key, std::string_view pair,
+                  double max_y, std::string_view range) {
   Curve out;
   const auto* array = table.get_as<toml::array>(key);
-  if (!array) entry.fail(key, "expected an array of [x, efficiency] pairs");
+  if (!array) entry.fail(key, fmt::format("expected an array of [{}] pairs", pair));
   for (const auto& node : *array) {
-    const auto* pair = node.as_array();
-    if (!pair || pair->size() != 2) entry.fail(key, "expected [x, efficiency] pairs");
-    const auto x = (*pair)[0].value<double>();
-    const auto e = (*pair)[1].value<double>();
-    if (!x || !e || *x <= 0 || *e <= 0 || *e > 1.2) entry.fail(key, "x must be > 0 and efficiency in (0, 1.2]");
-    out.emplace_back(*x, *e);
+    const auto* xy = node.as_array();
+    if (!xy || xy->size() != 2) entry.fail(key, fmt::format("expected [{}] pairs", pair));
+    const auto x = (*xy)[0].value<double>();
+    const auto y = (*xy)[1].value<double>();
+    if (!x || !y || *x <= 0 || *y <= 0 || *y > max_y) entry.fail(key, std::string(range));
+    out.emplace_back(*x, *y);
   }
   if (out.empty()) entry.fail(key, "is empty");
   std::sort(out.begin(), out.end());
   return out;
+}
+
+Curve parse_curve(const data::TomlEntry& entry, const toml::table& table, std::string_view key) {
+  return parse_pairs(entry, table, key, "x, efficiency", 1.2, "x must be > 0 and efficiency in (0, 1.2]");
 }
 
 std::string precision_name(specs::Precision p) {
@@ -117,24 +125,14 @@ CollectiveModel parse_collective(const data::TomlEntry& entry, const toml::table
                           entry.optional_string("source").value_or(fallback_source));
   if (!entry.has("time_by_bytes")) return model;
   model.curve_ranks = entry.required_int("ranks", 2, 1 << 20);
-  const auto* array = table.get_as<toml::array>("time_by_bytes");
-  if (!array) entry.fail("time_by_bytes", "expected an array of [message bytes, time us] pairs");
-  for (const auto& node : *array) {
-    const auto* pair = node.as_array();
-    const auto bytes = pair && pair->size() == 2 ? (*pair)[0].value<double>() : std::nullopt;
-    const auto us = pair && pair->size() == 2 ? (*pair)[1].value<double>() : std::nullopt;
-    if (!bytes || !us || *bytes <= 0 || *us <= 0) {
-      entry.fail("time_by_bytes", "expected [message bytes, time us] pairs, both > 0");
-    }
-    model.time_by_bytes.emplace_back(*bytes, *us);
-  }
-  std::sort(model.time_by_bytes.begin(), model.time_by_bytes.end());
+  model.time_by_bytes =
+      parse_pairs(entry, table, "time_by_bytes", "message bytes, time us", std::numeric_limits<double>::infinity(),
+                  "expected [message bytes, time us] pairs, both > 0");
   for (std::size_t i = 1; i < model.time_by_bytes.size(); ++i) {
     if (model.time_by_bytes[i].first == model.time_by_bytes[i - 1].first) {
       entry.fail("time_by_bytes", "lists a message size twice");
     }
   }
-  if (model.time_by_bytes.empty()) entry.fail("time_by_bytes", "is empty");
   return model;
 }
 
