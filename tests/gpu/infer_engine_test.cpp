@@ -204,7 +204,8 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
                : " attention " + ci::describe(attention_plan)) +
           (own_gemms ? " own GEMM kernels" : "") +
           (cfg.head_dim != gi::TransformerConfig::tiny().head_dim
-               ? fmt::format(" head size {} (prefill attention {})", cfg.head_dim, engine->info().prefill_attention)
+               ? fmt::format(" head size {} (prefill attention {}, gate/up {})", cfg.head_dim,
+                             engine->info().prefill_attention, engine->info().mlp_gate_up)
                : ""),
       gpus.size(), graphs ? "on" : "off", t.steps, t.graph_steps, preempted, t.compared, t.worst_abs, t.worst_rel_l2,
       t.ties, t.failures, t.failures == 0 ? "PASS" : "FAIL");
@@ -541,11 +542,12 @@ int bench(const std::string& model, const BenchFlags& flags) {
   const auto& info = engine->info();
   fmt::print(
       "{} TP{}: start-up {:.2f} s | {} weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
-      "workspace {:.2f} GB | graphs {} | programmatic launch {} | prefill attention {} | last layer {}\n",
+      "workspace {:.2f} GB | graphs {} | programmatic launch {} | prefill attention {} | last layer {} | gate/up {} "
+      "(from {} rows)\n",
       cfg.name, tp, startup, info.weight_format, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9,
       info.kv_blocks, info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
       info.programmatic_launch ? "on" : "off", info.prefill_attention,
-      info.last_layer_pruned ? "pruned to the sampling rows" : "every row");
+      info.last_layer_pruned ? "pruned to the sampling rows" : "every row", info.mlp_gate_up, info.swiglu_min_rows);
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
   for (const auto& line : info.attention_choices) fmt::print("  attention {}\n", line);
 
@@ -773,6 +775,9 @@ int main(int argc, char** argv) {
     // Head size 128 with chunks of up to 256 queries: the prefill attention kernel of Hopper's
     // warpgroup MMA where it runs (chunks over 64 queries), checked inside the engine.
     Scenario long_chunks{"long-chunks", {150, 300, 70, 5}, {8, 6, 10, 12}, 64, 256, 8};
+    // Steps of 512+ rows (row counts no multiple of 128): the gate/up GEMM with SwiGLU in its
+    // epilogue where the engine has it (compute capability 9.0), checked inside the engine.
+    Scenario big_steps{"swiglu-steps", {700, 333, 1000, 5}, {8, 6, 10, 12}, 192, 1024, 8};
     gi::TransformerConfig wide = tiny;
     wide.name = "tiny-head128";
     wide.hidden = 512;
@@ -788,6 +793,7 @@ int main(int argc, char** argv) {
       }
       failures += run_scenario(tiny, gpus, true, tight);
       for (bool graphs : {true, false}) failures += run_scenario(wide, gpus, graphs, long_chunks);
+      failures += run_scenario(wide, gpus, true, big_steps);
       for (bool graphs : {true, false}) {
         failures += pipeline_check(tiny, gpus, graphs, mixed);
         failures += pipeline_check(tiny, gpus, graphs, tight);

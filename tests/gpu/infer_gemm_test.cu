@@ -5,6 +5,7 @@
 //   infer_gemm_test                 run the checks; exit 0 passed, 1 failed, 77 no GPU (CTest: skipped)
 //   infer_gemm_test --kernel-only   only the direct kernel checks (small enough for compute-sanitizer)
 //   infer_gemm_test --bench         also time it on the Llama-3.1-8B shapes against cuBLASLt
+//   infer_gemm_test --swiglu [--bench]  only the gate/up GEMM with its SwiGLU epilogue (and its timing)
 //   infer_gemm_test --profile       only the gate_up shape at 32 rows, each variant and cuBLASLt (for ncu)
 #include <algorithm>
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "gemm_small_m.hpp"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/infer/weights.hpp"
+#include "kernel_variants.hpp"
 #include "kernels.hpp"
 
 namespace {
@@ -508,6 +510,159 @@ void profile() {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// The gate/up GEMM with its SwiGLU epilogue (gemm_swiglu_wgmma.cu, compute capability 9.0 only):
+// against a double-precision CPU reference on small shapes (row tails, several k steps and output
+// tiles), and at the 8B shape against what the engine runs without it (cuBLASLt, then SiLU * up).
+double silu_ref(double g) {
+  return g / (1.0 + std::exp(-g));
+}
+
+void test_swiglu_gemm(const cudaDeviceProp& prop) {
+  if (!gate_up_swiglu_supported(64, 64, prop.major, prop.minor)) {
+    std::printf("gate/up SwiGLU GEMM: needs compute capability 9.0, this GPU is %d.%d: skipped\n", prop.major,
+                prop.minor);
+    return;
+  }
+  struct Shape {
+    int rows, in, ffn;
+  };
+  for (const Shape sh : {Shape{1, 64, 64}, Shape{5, 256, 192}, Shape{128, 128, 128}, Shape{200, 512, 64},
+                         Shape{333, 192, 320}, Shape{1100, 64, 128}}) {
+    const auto x = random_bf16(static_cast<std::size_t>(sh.rows) * sh.in);
+    const auto w = random_bf16(static_cast<std::size_t>(2) * sh.ffn * sh.in);
+    const Reference gu = reference(x, w, sh.rows, 2 * sh.ffn, sh.in);
+    Dev<u16> dx(x), dw(w), dout(static_cast<std::size_t>(sh.rows + 1) * sh.ffn);
+    dout.upload(std::vector<u16>(dout.n, kPoison));
+    const bool launched =
+        launch_gate_up_swiglu(dx.as<bf16>(), sh.rows, sh.in, dw.as<bf16>(), sh.ffn, dout.as<bf16>(), nullptr);
+    const auto out = dout.download();
+    double worst = 0;
+    bool ok = launched;
+    for (int r = 0; r < sh.rows; ++r) {
+      for (int i = 0; i < sh.ffn; ++i) {
+        const std::size_t gi = static_cast<std::size_t>(r) * 2 * sh.ffn + i, ui = gi + sh.ffn;
+        const double g = gu.y[gi], u = gu.y[ui];
+        const double want = silu_ref(g) * u;
+        // BF16 output rounding, and FP32 accumulation error carried through SiLU (slope <= 1.1) and the product.
+        const double bound =
+            std::ldexp(std::fabs(want), -7) +
+            1e-5 * (1.1 * gu.magnitude[gi] * std::fabs(u) + std::fabs(silu_ref(g)) * gu.magnitude[ui]) + 1e-6;
+        const double got = to_f(out[static_cast<std::size_t>(r) * sh.ffn + i]);
+        const double err = std::fabs(got - want);
+        if (!(err <= bound)) ok = false;
+        worst = std::max(worst, std::isfinite(err) ? err / bound : 1e9);
+      }
+    }
+    bool guard = true;  // the row past the output stays poisoned
+    for (int i = 0; i < sh.ffn; ++i) guard = guard && out[static_cast<std::size_t>(sh.rows) * sh.ffn + i] == kPoison;
+    char detail[128];
+    std::snprintf(detail, sizeof detail, "worst error %.2f of its bound%s", worst, guard ? "" : ", guard row written");
+    report("swiglu gemm " + std::to_string(sh.rows) + " x " + std::to_string(sh.in) + " -> " + std::to_string(sh.ffn),
+           ok && guard, detail);
+  }
+}
+
+void fill_random(bf16* p, std::size_t n, std::uint64_t seed) {
+  fill_random_kernel<<<1024, 256>>>(p, n, seed);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// The unfused path the engine runs without the kernel: cuBLASLt's gate/up product, then SiLU * up.
+struct UnfusedSwiglu {
+  GemmRunner& runner;
+  int cls;
+  const bf16* w;
+  bf16* gu;
+  int ffn;
+  void operator()(const bf16* x, int rows, bf16* out, cudaStream_t stream) const {
+    runner.run(cls, rows, x, w, gu, false, stream);
+    launch_silu_mul(gu, rows, ffn, out, stream);
+  }
+};
+
+// At the engine's 8B shape, 1000 rows (a row tail): the fused output against the unfused path's,
+// which rounds gate and up to BF16 before SiLU (so they differ by a few BF16 steps, not more).
+void test_swiglu_gemm_large(const cudaDeviceProp& prop) {
+  if (!gate_up_swiglu_supported(64, 64, prop.major, prop.minor)) return;
+  const int rows = 1000, in = 4096, ffn = 14336;
+  Dev<u16> x(static_cast<std::size_t>(rows) * in), w(static_cast<std::size_t>(2) * ffn * in);
+  Dev<u16> gu(static_cast<std::size_t>(rows) * 2 * ffn), fused(static_cast<std::size_t>(rows) * ffn), unfused(fused.n);
+  fill_random(x.as<bf16>(), x.n, 1);
+  fill_random(w.as<bf16>(), w.n, 2);
+  const std::size_t ws_bytes = 32ull << 20;
+  Dev<char> workspace(ws_bytes);
+  GemmRunner runner(workspace.p, ws_bytes);
+  const int cls = runner.add_class("gate_up", 2 * ffn, in, {w.p});
+  const UnfusedSwiglu plain{runner, cls, w.as<bf16>(), gu.as<bf16>(), ffn};
+  plain(x.as<bf16>(), rows, unfused.as<bf16>(), nullptr);
+  const bool launched = launch_gate_up_swiglu(x.as<bf16>(), rows, in, w.as<bf16>(), ffn, fused.as<bf16>(), nullptr);
+  const auto a = fused.download(), b = unfused.download();
+  double diff2 = 0, ref2 = 0, worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double fa = to_f(a[i]), fb = to_f(b[i]);
+    diff2 += (fa - fb) * (fa - fb);
+    ref2 += fb * fb;
+    worst = std::max(worst, std::isfinite(fa) ? std::fabs(fa - fb) : 1e30);
+  }
+  const double rel_l2 = std::sqrt(diff2 / ref2), rms = std::sqrt(ref2 / static_cast<double>(a.size()));
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "relative L2 %.2e, worst |diff| %.3g (rms %.3g)", rel_l2, worst, rms);
+  report("swiglu gemm 1000 x 4096 -> 14336 against cuBLASLt + SiLU", launched && rel_l2 < 1e-2 && worst < 0.1 * rms,
+         detail);
+}
+
+// Times the fused kernel against the unfused path and against cuBLASLt's product alone, at prefill
+// row counts on the 8B and 70B (TP2) MLP shapes: median of 20 calls after 3, CUDA events.
+void bench_swiglu() {
+  struct Shape {
+    const char* name;
+    int in, ffn;
+  };
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  const std::size_t ws_bytes = 32ull << 20;
+  Dev<char> workspace(ws_bytes);
+  auto median_ms = [&](auto&& call) {
+    for (int i = 0; i < 3; ++i) call();
+    std::vector<float> ms(20);
+    for (auto& m : ms) {
+      CUDA_CHECK(cudaEventRecord(e0));
+      call();
+      CUDA_CHECK(cudaEventRecord(e1));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
+    }
+    std::sort(ms.begin(), ms.end());
+    return 0.5 * (ms[9] + ms[10]);
+  };
+  std::printf(
+      "swiglu bench: shape rows | fused ms TFLOP/s | cuBLASLt+SiLU ms TFLOP/s | cuBLASLt alone ms | fused/unfused\n");
+  for (const Shape sh : {Shape{"8b", 4096, 14336}, Shape{"8b-tp2", 4096, 7168}, Shape{"70b-tp2", 8192, 14336}}) {
+    const int max_rows = 16384;
+    Dev<u16> x(static_cast<std::size_t>(max_rows) * sh.in), w(static_cast<std::size_t>(2) * sh.ffn * sh.in);
+    Dev<u16> gu(static_cast<std::size_t>(max_rows) * 2 * sh.ffn), out(static_cast<std::size_t>(max_rows) * sh.ffn);
+    fill_random(x.as<bf16>(), x.n, 3);
+    fill_random(w.as<bf16>(), w.n, 4);
+    GemmRunner runner(workspace.p, ws_bytes);
+    const int cls = runner.add_class("gate_up", 2 * sh.ffn, sh.in, {w.p});
+    const UnfusedSwiglu plain{runner, cls, w.as<bf16>(), gu.as<bf16>(), sh.ffn};
+    for (int rows : {256, 512, 1024, 2048, 4096, 8192, 16384}) {
+      const double flop = 2.0 * rows * 2.0 * sh.ffn * sh.in;
+      const double fused = median_ms(
+          [&] { launch_gate_up_swiglu(x.as<bf16>(), rows, sh.in, w.as<bf16>(), sh.ffn, out.as<bf16>(), nullptr); });
+      const double unfused = median_ms([&] { plain(x.as<bf16>(), rows, out.as<bf16>(), nullptr); });
+      const double product =
+          median_ms([&] { runner.run(cls, rows, x.as<bf16>(), w.as<bf16>(), gu.as<bf16>(), false, nullptr); });
+      std::printf("swiglu bench: %-7s %5d | %8.4f %6.1f | %8.4f %6.1f | %8.4f | %.3f\n", sh.name, rows, fused,
+                  flop / fused / 1e9, unfused, flop / unfused / 1e9, product, fused / unfused);
+    }
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+}
+
 int main(int argc, char** argv) {
   try {
     cudaDeviceProp prop{};
@@ -515,6 +670,13 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--mid-rows") == 0) {
       bench_mid_rows();
       return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--swiglu") == 0) {
+      test_swiglu_gemm(prop);
+      test_swiglu_gemm_large(prop);
+      std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
+      if (argc > 2 && std::strcmp(argv[2], "--bench") == 0) bench_swiglu();
+      return failures ? 1 : 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
       const ProgrammaticLaunchPause plain;
@@ -524,6 +686,8 @@ int main(int argc, char** argv) {
     const bool kernel_only = argc > 1 && std::strcmp(argv[1], "--kernel-only") == 0;
     test_small_m_kernel(kernel_only);
     if (!kernel_only) test_runner();
+    test_swiglu_gemm(prop);
+    if (!kernel_only) test_swiglu_gemm_large(prop);
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
   } catch (const std::exception& e) {

@@ -73,6 +73,10 @@ constexpr std::size_t kAlign = 256;  // cuBLASLt's default operand alignment ass
 constexpr std::size_t kLtWorkspaceBytes = 32ull << 20;
 constexpr int kDefaultMaxContext = 32768;
 constexpr double kGB = 1e9;
+// Steps of at least this many rows take the gate/up GEMM with SwiGLU in its epilogue (where the engine
+// has it); smaller ones (decode batches, the pruned last layer's sampling rows) cuBLASLt and SiLU.
+// bench/NOTES.md, session 21: where the fused kernel's 128-row tiles overtake the two kernels.
+constexpr int kSwigluMinRows = 512;
 
 std::size_t align_up(std::size_t v, std::size_t a) {
   return (v + a - 1) / a * a;
@@ -617,6 +621,8 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st, r.sampled);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
+  // Prefill-sized steps: the gate/up GEMM with SwiGLU in its epilogue, where the engine has it.
+  const bool swiglu_fused = info.swiglu_min_rows > 0 && d.rows >= info.swiglu_min_rows;
   for (const LayerWeights& l : r.layers) {
     const bool pruned = d.prune_last && &l == &r.layers.back();
     // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
@@ -661,6 +667,16 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     }
     r.gemm->run(r.g_o, d.rows, r.attn, l.wo, r.h, first, st);
     all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
+    if (swiglu_fused && !(skip & (knock_out_norms | knock_out_silu))) {
+      launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
+      GPUSCOUT_CUDA_CHECK_LAUNCH();
+      if (!launch_gate_up_swiglu(r.xn, d.rows, hidden, static_cast<const bf16*>(l.w_gate_up), s.ffn, r.act, st)) {
+        throw std::logic_error("the gate/up SwiGLU GEMM refused a shape the engine checked at start-up");
+      }
+      r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
+      all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
+      continue;
+    }
     if (skip & knock_out_norms) {
       r.gemm->run(r.g_gate_up, d.rows, r.xn, l.w_gate_up, r.gu, false, st);
     } else {
@@ -1297,7 +1313,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
 #endif
   int device_count = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  bool pdl_capable = true, prefill_wgmma = prefill_attention_wgmma_by_default();
+  bool pdl_capable = true, prefill_wgmma = prefill_attention_wgmma_by_default(), swiglu_gemm = true;
   for (std::size_t i = 0; i < options.gpus.size(); ++i) {
     const int g = options.gpus[i];
     if (g < 0 || g >= device_count) {
@@ -1316,6 +1332,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     }
     pdl_capable = pdl_capable && prop.major >= 9;
     prefill_wgmma = prefill_wgmma && prefill_attention_wgmma_supported(config.head_dim, prop.major, prop.minor);
+    swiglu_gemm =
+        swiglu_gemm && gate_up_swiglu_supported(config.hidden, config.ffn_hidden / e.tp, prop.major, prop.minor);
     if (options.fp8_weights && prop.major * 10 + prop.minor < 89) {
       throw gpuscout::UsageError(
           fmt::format("GPU {} ({}, compute capability {}.{}) has no FP8 tensor cores: FP8 weights need compute "
@@ -1326,6 +1344,10 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
   e.info.prefill_attention = prefill_wgmma ? "wgmma" : "mma.sync";
   e.info.last_layer_pruned = options.prune_last_layer && env_switch_on("GPUSCOUT_PRUNE_LAST_LAYER");
+  if (swiglu_gemm && !options.fp8_weights && gate_up_swiglu_by_default()) {
+    e.info.mlp_gate_up = "wgmma + swiglu";
+    e.info.swiglu_min_rows = kSwigluMinRows;
+  }
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;
   set_programmatic_launch(e.info.programmatic_launch);

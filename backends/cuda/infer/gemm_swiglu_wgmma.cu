@@ -1,0 +1,226 @@
+// The MLP's gate/up GEMM with SwiGLU in its epilogue (sm_90a): act[r, i] = silu(x W_gate^T)[r, i] *
+// (x W_up^T)[r, i], W_gate_up [2 ffn, k] holding the gate rows then the up rows, as the engine stores it.
+// cuBLASLt has no SiLU epilogue, so the unfused path writes the whole [rows, 2 ffn] product and a
+// separate kernel reads it back (at 16384 rows 0.94 GB each way per layer, bench/NOTES.md session 21).
+// Here each tile's gate and up columns meet in the same thread's accumulators and only act is written.
+//
+// Design (the shape of CUTLASS's warp-specialized "ping-pong" kernel): a persistent grid, one block
+// per SM, 384 threads. Warpgroup 0 copies: one thread issues tensor copies of each 64-wide k step of
+// a tile, x [128 rows] and W's 64 gate rows and 64 matching up rows (32 KB), into a ring of stages
+// guarded by full/empty mbarriers. Warpgroups 1 and 2 each own every other tile of the block's
+// sequence: a 128 x 128 accumulator (64 outputs: gate columns, then up columns) as two m64n128k16
+// MMAs per k16 step, both operands K-major from the 128-byte-swizzled stages. An order barrier lets
+// only one of them issue its main loop at a time (each one alone keeps the tensor cores busy), so
+// one warpgroup's epilogue (SiLU, the product, BF16 stores) runs under the other's main loop, and a
+// warpgroup never waits on a stage more than one phase ahead of the last one it or its partner
+// consumed. Tiles go out in groups of kGroupM row tiles, so the blocks in flight share x and W in L2.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "gpuscout/cuda/check.hpp"
+#include "kernel_util.cuh"
+#include "kernel_variants.hpp"
+#include "kernels.hpp"
+#include "wgmma_util.cuh"
+
+namespace gpuscout::cuda::infer {
+
+namespace {
+
+constexpr int kBM = 128;                                  // rows of x per tile
+constexpr int kBO = 64;                                   // outputs per tile (64 gate and 64 up columns)
+constexpr int kBK = 64;                                   // k per stage: one 128-byte swizzle row
+constexpr int kThreads = 384;                             // a copy warpgroup and two MMA warpgroups
+constexpr int kABytes = kBM * kBK * 2;                    // 16 KB
+constexpr int kBHalfBytes = kBO * kBK * 2;                // 8 KB: the gate rows, or the up rows
+constexpr int kStageBytes = kABytes + 2 * kBHalfBytes;    // 32 KB
+constexpr int kStages = 7;                                // 224 KB: the most that fits beside the barriers
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // and room to align to a swizzle atom
+constexpr int kGroupM = 16;                               // row tiles per rasterization group
+constexpr int kCopyRegisters = 40, kMmaRegisters = 232;   // 128 x 40 + 256 x 232 <= 64 K
+
+struct TileOrder {
+  int tiles_m, tiles_n;
+  // Tile `tile`'s first row and first output column: row tiles fastest within a group of kGroupM,
+  // so the ~SM-count tiles in flight span kGroupM row tiles and a few output tiles.
+  __device__ void coords(int tile, int& m0, int& o0) const {
+    const int per_group = kGroupM * tiles_n;
+    const int group = tile / per_group, in_group = tile % per_group;
+    const int first_m = group * kGroupM;
+    const int group_m = min(tiles_m - first_m, kGroupM);
+    m0 = (first_m + in_group % group_m) * kBM;
+    o0 = (in_group / group_m) * kBO;
+  }
+};
+
+__device__ __forceinline__ float silu_fast(float g) {
+  return __fdividef(g, 1.0f + __expf(-g));
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    gate_up_swiglu_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                          bf16* __restrict__ out, int rows, int ffn, int k_steps, TileOrder order) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ std::uint64_t full[kStages], empty[kStages], turn[2];
+  unsigned char* stages = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&full[i], 1);
+      mbar_init(&empty[i], 1);
+    }
+    mbar_init(&turn[0], 1);
+    mbar_init(&turn[1], 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int tiles = order.tiles_m * order.tiles_n;
+
+  if (wg == 0) {
+    release_registers<kCopyRegisters>();
+    if (t != 0) return;
+    int it = 0;  // stage uses, in the block's tile order
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      int m0, o0;
+      order.coords(tile, m0, o0);
+      for (int ks = 0; ks < k_steps; ++ks, ++it) {
+        const int s = it % kStages;
+        if (it >= kStages) mbar_wait_parity(&empty[s], ((it / kStages) - 1) & 1);
+        unsigned char* stage = stages + s * kStageBytes;
+        mbar_arrive_expect_tx(&full[s], kStageBytes);
+        tma_load_2d(stage, &x_map, ks * kBK, m0, &full[s]);
+        tma_load_2d(stage + kABytes, &w_map, ks * kBK, o0, &full[s]);
+        tma_load_2d(stage + kABytes + kBHalfBytes, &w_map, ks * kBK, ffn + o0, &full[s]);
+      }
+    }
+    return;
+  }
+
+  claim_registers<kMmaRegisters>();
+  const int mine = wg - 1;  // this warpgroup takes the block's tiles j with j % 2 == mine
+  const int warp = t / 32, lane = t % 32;
+  const std::uint32_t stages_addr = smem_addr(stages);
+  float acc[2][64];  // rows 0-63 and 64-127 of the tile; columns 0-63 gate, 64-127 up
+  int turns = 0;     // main loops this warpgroup has run
+  int j = 0;         // the block's tile sequence
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++j) {
+    if ((j & 1) != mine) continue;
+    // Wait for the partner's main loop of tile j - 1 to be issued: every stage use before this
+    // tile's has then completed, so each full-barrier wait below is at most one phase ahead.
+    if (mine == 1) {
+      mbar_wait_parity(&turn[1], turns & 1);
+    } else if (turns > 0) {
+      mbar_wait_parity(&turn[0], (turns - 1) & 1);
+    }
+    int it = j * k_steps;
+    for (int ks = 0; ks < k_steps; ++ks, ++it) {
+      const int s = it % kStages;
+      mbar_wait_parity(&full[s], (it / kStages) & 1);
+      const std::uint32_t a = stages_addr + s * kStageBytes, b = a + kABytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        const std::uint64_t b_desc = smem_desc(b + kk * 32, 16, 1024);
+        wgmma_m64n128k16_ss(acc[0], smem_desc(a + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
+        wgmma_m64n128k16_ss(acc[1], smem_desc(a + 64 * 128 + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
+      }
+      wgmma_commit();
+      // The MMAs of the step before are done: their stage goes back to the copier.
+      wgmma_wait<1>();
+      if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+    }
+    if (t == 0) mbar_arrive(&turn[1 - mine]);
+    ++turns;
+    wgmma_wait<0>();
+    fence_registers(acc[0]);
+    fence_registers(acc[1]);
+    if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+
+    int m0, o0;
+    order.coords(tile, m0, o0);
+    // Accumulator layout (m64nN): element 4c + e of a half is row warp * 16 + lane / 4 (+ 8 for e >= 2),
+    // column 8c + 2 (lane % 4) + (e & 1); gate column i's up partner is column 64 + i, 32 elements on.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row_a = m0 + h * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
+#pragma unroll
+      for (int c = 0; c < kBO / 8; ++c) {
+        const int col = o0 + c * 8 + (lane % 4) * 2;
+        const float* g = &acc[h][4 * c];
+        const float* u = &acc[h][4 * c + 32];
+        if (row_a < rows) {
+          *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(row_a) * ffn + col) =
+              __floats2bfloat162_rn(silu_fast(g[0]) * u[0], silu_fast(g[1]) * u[1]);
+        }
+        if (row_b < rows) {
+          *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(row_b) * ffn + col) =
+              __floats2bfloat162_rn(silu_fast(g[2]) * u[2], silu_fast(g[3]) * u[3]);
+        }
+      }
+    }
+  }
+#else
+  __trap();  // built for sm_90a only; the host side launches it nowhere else
+#endif
+}
+
+// A row-major [outer, inner] BF16 matrix as a tensor map with boxes of `box_rows` rows by 64 values (one
+// 128-byte swizzle row).
+CUtensorMap matrix_tensor_map(const bf16* base, std::int64_t outer, int inner, int box_rows) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * sizeof(bf16)};
+  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r =
+      tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
+                           element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("cuTensorMapEncodeTiled failed for the gate/up GEMM (error " +
+                             std::to_string(static_cast<int>(r)) + ")");
+  }
+  return map;
+}
+
+}  // namespace
+
+bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor) {
+  return cc_major == 9 && cc_minor == 0 && in > 0 && in % kBK == 0 && ffn > 0 && ffn % kBO == 0;
+}
+
+bool gate_up_swiglu_by_default() {
+  static const bool on = env_switch_on("GPUSCOUT_SWIGLU_GEMM");
+  return on;
+}
+
+bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
+                           cudaStream_t stream) {
+  int device = 0, major = 0, minor = 0, sms = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (!gate_up_swiglu_supported(in, ffn, major, minor)) return false;
+  // Tensor copies need 16-byte-aligned bases (the engine's buffers are cudaMalloc'd: 256 bytes).
+  if ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w_gate_up)) % 16 != 0) return false;
+  if (rows <= 0) return true;
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  GPUSCOUT_CUDA_CHECK(
+      cudaFuncSetAttribute(gate_up_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const CUtensorMap x_map = matrix_tensor_map(x, rows, in, kBM);
+  const CUtensorMap w_map = matrix_tensor_map(w_gate_up, 2 * static_cast<std::int64_t>(ffn), in, kBO);
+  const TileOrder order{(rows + kBM - 1) / kBM, ffn / kBO};
+  const int tiles = order.tiles_m * order.tiles_n;
+  gate_up_swiglu_kernel<<<std::min(tiles, sms), kThreads, kSmemBytes, stream>>>(x_map, w_map, out, rows, ffn, in / kBK,
+                                                                                order);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace gpuscout::cuda::infer
