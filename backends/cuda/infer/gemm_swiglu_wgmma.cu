@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -32,29 +34,42 @@ namespace gpuscout::cuda::infer {
 
 namespace {
 
-constexpr int kBM = 128;                                  // rows of x per tile
-constexpr int kBO = 64;                                   // outputs per tile (64 gate and 64 up columns)
-constexpr int kBK = 64;                                   // k per stage: one 128-byte swizzle row
-constexpr int kThreads = 384;                             // a copy warpgroup and two MMA warpgroups
-constexpr int kABytes = kBM * kBK * 2;                    // 16 KB
-constexpr int kBHalfBytes = kBO * kBK * 2;                // 8 KB: the gate rows, or the up rows
-constexpr int kStageBytes = kABytes + 2 * kBHalfBytes;    // 32 KB
-constexpr int kStages = 7;                                // 224 KB: the most that fits beside the barriers
-constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // and room to align to a swizzle atom
-constexpr int kGroupM = 16;                               // row tiles per rasterization group
-constexpr int kCopyRegisters = 40, kMmaRegisters = 232;   // 128 x 40 + 256 x 232 <= 64 K
+constexpr int kBM = 128;                                 // rows of x per tile
+constexpr int kBK = 64;                                  // k per stage: one 128-byte swizzle row
+constexpr int kThreads = 384;                            // a copy warpgroup and two MMA warpgroups
+constexpr int kABytes = kBM * kBK * 2;                   // 16 KB
+constexpr int kSmemLimit = 227 * 1024;                   // dynamic shared memory a block may have
+constexpr int kGroupM = 16;                              // row tiles per rasterization group
+constexpr int kCopyRegisters = 40, kMmaRegisters = 232;  // 128 x 40 + 256 x 232 <= 64 K
+
+// The two schedules. Ping-pong: each MMA warpgroup owns alternate 128-row tiles of 64 outputs (two
+// m64n128 MMAs per k16 step), one main loop at a time, epilogues under the partner's main loop.
+// Cooperative: both warpgroups work on every 128-row tile of 128 outputs, 64 rows each (one m64n256
+// MMA per k16 step), as cuBLASLt's 128 x 256 tiles: per FLOP a third less L2-to-SM traffic and fewer
+// shared-memory reads than ping-pong, but both warpgroups stop the tensor cores for their epilogue.
+enum class Schedule { ping_pong, cooperative };
+template <Schedule kSchedule>
+struct Tiling {
+  static constexpr bool kCooperative = kSchedule == Schedule::cooperative;
+  static constexpr int kOutputs = kCooperative ? 128 : 64;  // per tile: as many gate and as many up columns
+  static constexpr int kBHalfBytes = kOutputs * kBK * 2;    // the gate rows, or the up rows, of a stage
+  static constexpr int kStageBytes = kABytes + 2 * kBHalfBytes;
+  static constexpr int kStages = (kSmemLimit - 1024 - 256) / kStageBytes;  // 7 ping-pong, 4 cooperative
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;          // and room to align to an atom
+  static constexpr int kEmptyArrivals = kCooperative ? 2 : 1;              // warpgroups releasing a stage
+};
 
 struct TileOrder {
   int tiles_m, tiles_n;
-  // Tile `tile`'s first row and first output column: row tiles fastest within a group of kGroupM,
-  // so the ~SM-count tiles in flight span kGroupM row tiles and a few output tiles.
-  __device__ void coords(int tile, int& m0, int& o0) const {
+  // Tile `tile`'s first row and output tile: row tiles fastest within a group of kGroupM, so the
+  // ~SM-count tiles in flight span kGroupM row tiles and a few output tiles.
+  __device__ void coords(int tile, int& m0, int& n_tile) const {
     const int per_group = kGroupM * tiles_n;
     const int group = tile / per_group, in_group = tile % per_group;
     const int first_m = group * kGroupM;
     const int group_m = min(tiles_m - first_m, kGroupM);
     m0 = (first_m + in_group % group_m) * kBM;
-    o0 = (in_group / group_m) * kBO;
+    n_tile = in_group / group_m;
   }
 };
 
@@ -62,10 +77,37 @@ __device__ __forceinline__ float silu_fast(float g) {
   return __fdividef(g, 1.0f + __expf(-g));
 }
 
+// One warpgroup's 64 x N accumulator (N / 2 gate columns, then as many up columns) to act. Layout
+// (m64nN): element 4c + e is row row0 + warp * 16 + lane / 4 (+ 8 for e >= 2), column 8c + 2 (lane %
+// 4) + (e & 1); gate column i's up partner is column N / 2 + i, N / 4 elements on.
+template <int kRegs>
+__device__ __forceinline__ void store_swiglu(const float (&acc)[kRegs], bf16* __restrict__ out, int row0, int rows,
+                                             int ffn, int col0) {
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int row_a = row0 + warp * 16 + lane / 4, row_b = row_a + 8;
+#pragma unroll
+  for (int c = 0; c < kRegs / 8; ++c) {
+    const int col = col0 + c * 8 + (lane % 4) * 2;
+    const float* g = &acc[4 * c];
+    const float* u = &acc[4 * c + kRegs / 2];
+    if (row_a < rows) {
+      *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(row_a) * ffn + col) =
+          __floats2bfloat162_rn(silu_fast(g[0]) * u[0], silu_fast(g[1]) * u[1]);
+    }
+    if (row_b < rows) {
+      *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(row_b) * ffn + col) =
+          __floats2bfloat162_rn(silu_fast(g[2]) * u[2], silu_fast(g[3]) * u[3]);
+    }
+  }
+}
+
+template <Schedule kSchedule>
 __global__ void __launch_bounds__(kThreads, 1)
     gate_up_swiglu_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                           bf16* __restrict__ out, int rows, int ffn, int k_steps, TileOrder order) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Tiling<kSchedule>;
+  constexpr int kStages = T::kStages;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t full[kStages], empty[kStages], turn[2];
   unsigned char* stages = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -73,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&full[i], 1);
-      mbar_init(&empty[i], 1);
+      mbar_init(&empty[i], T::kEmptyArrivals);
     }
     mbar_init(&turn[0], 1);
     mbar_init(&turn[1], 1);
@@ -87,82 +129,92 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (t != 0) return;
     int it = 0;  // stage uses, in the block's tile order
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      int m0, o0;
-      order.coords(tile, m0, o0);
+      int m0, n_tile;
+      order.coords(tile, m0, n_tile);
+      const int o0 = n_tile * T::kOutputs;
       for (int ks = 0; ks < k_steps; ++ks, ++it) {
         const int s = it % kStages;
         if (it >= kStages) mbar_wait_parity(&empty[s], ((it / kStages) - 1) & 1);
-        unsigned char* stage = stages + s * kStageBytes;
-        mbar_arrive_expect_tx(&full[s], kStageBytes);
+        unsigned char* stage = stages + s * T::kStageBytes;
+        mbar_arrive_expect_tx(&full[s], T::kStageBytes);
         tma_load_2d(stage, &x_map, ks * kBK, m0, &full[s]);
         tma_load_2d(stage + kABytes, &w_map, ks * kBK, o0, &full[s]);
-        tma_load_2d(stage + kABytes + kBHalfBytes, &w_map, ks * kBK, ffn + o0, &full[s]);
+        tma_load_2d(stage + kABytes + T::kBHalfBytes, &w_map, ks * kBK, ffn + o0, &full[s]);
       }
     }
     return;
   }
 
   claim_registers<kMmaRegisters>();
-  const int mine = wg - 1;  // this warpgroup takes the block's tiles j with j % 2 == mine
-  const int warp = t / 32, lane = t % 32;
+  const int mine = wg - 1;
   const std::uint32_t stages_addr = smem_addr(stages);
-  float acc[2][64];  // rows 0-63 and 64-127 of the tile; columns 0-63 gate, 64-127 up
-  int turns = 0;     // main loops this warpgroup has run
-  int j = 0;         // the block's tile sequence
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++j) {
-    if ((j & 1) != mine) continue;
-    // Wait for the partner's main loop of tile j - 1 to be issued: every stage use before this
-    // tile's has then completed, so each full-barrier wait below is at most one phase ahead.
-    if (mine == 1) {
-      mbar_wait_parity(&turn[1], turns & 1);
-    } else if (turns > 0) {
-      mbar_wait_parity(&turn[0], (turns - 1) & 1);
-    }
-    int it = j * k_steps;
-    for (int ks = 0; ks < k_steps; ++ks, ++it) {
-      const int s = it % kStages;
-      mbar_wait_parity(&full[s], (it / kStages) & 1);
-      const std::uint32_t a = stages_addr + s * kStageBytes, b = a + kABytes;
-      wgmma_fence();
+  if constexpr (T::kCooperative) {
+    // Every tile; this warpgroup's 64 rows of it. Both warpgroups wait on every stage use in order.
+    float acc[128];
+    int it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      for (int ks = 0; ks < k_steps; ++ks, ++it) {
+        const int s = it % kStages;
+        mbar_wait_parity(&full[s], (it / kStages) & 1);
+        const std::uint32_t a = stages_addr + s * T::kStageBytes + mine * 64 * 128, b = a - mine * 64 * 128 + kABytes;
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
-        const std::uint64_t b_desc = smem_desc(b + kk * 32, 16, 1024);
-        wgmma_m64n128k16_ss(acc[0], smem_desc(a + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
-        wgmma_m64n128k16_ss(acc[1], smem_desc(a + 64 * 128 + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
-      }
-      wgmma_commit();
-      // The MMAs of the step before are done: their stage goes back to the copier.
-      wgmma_wait<1>();
-      if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-    }
-    if (t == 0) mbar_arrive(&turn[1 - mine]);
-    ++turns;
-    wgmma_wait<0>();
-    fence_registers(acc[0]);
-    fence_registers(acc[1]);
-    if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-
-    int m0, o0;
-    order.coords(tile, m0, o0);
-    // Accumulator layout (m64nN): element 4c + e of a half is row warp * 16 + lane / 4 (+ 8 for e >= 2),
-    // column 8c + 2 (lane % 4) + (e & 1); gate column i's up partner is column 64 + i, 32 elements on.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row_a = m0 + h * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
-#pragma unroll
-      for (int c = 0; c < kBO / 8; ++c) {
-        const int col = o0 + c * 8 + (lane % 4) * 2;
-        const float* g = &acc[h][4 * c];
-        const float* u = &acc[h][4 * c + 32];
-        if (row_a < rows) {
-          *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(row_a) * ffn + col) =
-              __floats2bfloat162_rn(silu_fast(g[0]) * u[0], silu_fast(g[1]) * u[1]);
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          wgmma_m64n256k16_ss(acc, smem_desc(a + kk * 32, 16, 1024), smem_desc(b + kk * 32, 16, 1024),
+                              ks > 0 || kk > 0);
         }
-        if (row_b < rows) {
-          *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(row_b) * ffn + col) =
-              __floats2bfloat162_rn(silu_fast(g[2]) * u[2], silu_fast(g[3]) * u[3]);
-        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
       }
+      wgmma_wait<0>();
+      fence_registers(acc);
+      if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      int m0, n_tile;
+      order.coords(tile, m0, n_tile);
+      store_swiglu(acc, out, m0 + mine * 64, rows, ffn, n_tile * T::kOutputs);
+    }
+  } else {
+    // The block's tiles j with j % 2 == mine, all 128 rows of each.
+    float acc[2][64];  // rows 0-63 and 64-127 of the tile
+    int turns = 0;     // main loops this warpgroup has run
+    int j = 0;         // the block's tile sequence
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++j) {
+      if ((j & 1) != mine) continue;
+      // Wait for the partner's main loop of tile j - 1 to be issued: every stage use before this
+      // tile's has then completed, so each full-barrier wait below is at most one phase ahead.
+      if (mine == 1) {
+        mbar_wait_parity(&turn[1], turns & 1);
+      } else if (turns > 0) {
+        mbar_wait_parity(&turn[0], (turns - 1) & 1);
+      }
+      int it = j * k_steps;
+      for (int ks = 0; ks < k_steps; ++ks, ++it) {
+        const int s = it % kStages;
+        mbar_wait_parity(&full[s], (it / kStages) & 1);
+        const std::uint32_t a = stages_addr + s * T::kStageBytes, b = a + kABytes;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          const std::uint64_t b_desc = smem_desc(b + kk * 32, 16, 1024);
+          wgmma_m64n128k16_ss(acc[0], smem_desc(a + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
+          wgmma_m64n128k16_ss(acc[1], smem_desc(a + 64 * 128 + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
+        }
+        wgmma_commit();
+        // The MMAs of the step before are done: their stage goes back to the copier.
+        wgmma_wait<1>();
+        if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      }
+      if (t == 0) mbar_arrive(&turn[1 - mine]);
+      ++turns;
+      wgmma_wait<0>();
+      fence_registers(acc[0]);
+      fence_registers(acc[1]);
+      if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      int m0, n_tile;
+      order.coords(tile, m0, n_tile);
+      store_swiglu(acc[0], out, m0, rows, ffn, n_tile * T::kOutputs);
+      store_swiglu(acc[1], out, m0 + 64, rows, ffn, n_tile * T::kOutputs);
     }
   }
 #else
@@ -189,10 +241,24 @@ CUtensorMap matrix_tensor_map(const bf16* base, std::int64_t outer, int inner, i
   return map;
 }
 
+template <Schedule kSchedule>
+void launch(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out, int sms, cudaStream_t stream) {
+  using T = Tiling<kSchedule>;
+  auto* kernel = gate_up_swiglu_kernel<kSchedule>;
+  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  const CUtensorMap x_map = matrix_tensor_map(x, rows, in, kBM);
+  const CUtensorMap w_map = matrix_tensor_map(w_gate_up, 2 * static_cast<std::int64_t>(ffn), in, T::kOutputs);
+  const TileOrder order{(rows + kBM - 1) / kBM, ffn / T::kOutputs};
+  const int tiles = order.tiles_m * order.tiles_n;
+  kernel<<<std::min(tiles, sms), kThreads, T::kSmemBytes, stream>>>(x_map, w_map, out, rows, ffn, in / kBK, order);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor) {
-  return cc_major == 9 && cc_minor == 0 && in > 0 && in % kBK == 0 && ffn > 0 && ffn % kBO == 0;
+  return cc_major == 9 && cc_minor == 0 && in > 0 && in % kBK == 0 && ffn > 0 &&
+         ffn % Tiling<Schedule::ping_pong>::kOutputs == 0;
 }
 
 bool gate_up_swiglu_by_default() {
@@ -200,8 +266,13 @@ bool gate_up_swiglu_by_default() {
   return on;
 }
 
+SwigluSchedule swiglu_schedule_by_default() {
+  const char* v = std::getenv("GPUSCOUT_SWIGLU_SCHEDULE");
+  return v != nullptr && std::strcmp(v, "cooperative") == 0 ? SwigluSchedule::cooperative : SwigluSchedule::ping_pong;
+}
+
 bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, SwigluSchedule schedule) {
   int device = 0, major = 0, minor = 0, sms = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -209,17 +280,15 @@ bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_u
   if (!gate_up_swiglu_supported(in, ffn, major, minor)) return false;
   // Tensor copies need 16-byte-aligned bases (the engine's buffers are cudaMalloc'd: 256 bytes).
   if ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w_gate_up)) % 16 != 0) return false;
+  const bool cooperative_fits = ffn % Tiling<Schedule::cooperative>::kOutputs == 0;
+  if (schedule == SwigluSchedule::cooperative && !cooperative_fits) return false;
   if (rows <= 0) return true;
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  GPUSCOUT_CUDA_CHECK(
-      cudaFuncSetAttribute(gate_up_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const CUtensorMap x_map = matrix_tensor_map(x, rows, in, kBM);
-  const CUtensorMap w_map = matrix_tensor_map(w_gate_up, 2 * static_cast<std::int64_t>(ffn), in, kBO);
-  const TileOrder order{(rows + kBM - 1) / kBM, ffn / kBO};
-  const int tiles = order.tiles_m * order.tiles_n;
-  gate_up_swiglu_kernel<<<std::min(tiles, sms), kThreads, kSmemBytes, stream>>>(x_map, w_map, out, rows, ffn, in / kBK,
-                                                                                order);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  if (schedule == SwigluSchedule::cooperative) {
+    launch<Schedule::cooperative>(x, rows, in, w_gate_up, ffn, out, sms, stream);
+  } else {
+    launch<Schedule::ping_pong>(x, rows, in, w_gate_up, ffn, out, sms, stream);
+  }
   return true;
 }
 
