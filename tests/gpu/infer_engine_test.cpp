@@ -71,6 +71,7 @@ struct Scenario {
   int num_blocks = 64;
   int max_step_tokens = 64;
   int max_running = 8;
+  bool fused_swiglu = false;  // EngineOptions::fused_swiglu
 };
 
 struct Totals {
@@ -86,6 +87,7 @@ ci::EngineOptions engine_options(const std::vector<int>& gpus, bool graphs, cons
   eo.max_kv_blocks = sc.num_blocks;
   eo.max_running = sc.max_running;
   eo.max_step_tokens = sc.max_step_tokens;
+  eo.fused_swiglu = sc.fused_swiglu;
   eo.cuda_graphs = graphs;
   return eo;
 }
@@ -775,9 +777,10 @@ int main(int argc, char** argv) {
     // Head size 128 with chunks of up to 256 queries: the prefill attention kernel of Hopper's
     // warpgroup MMA where it runs (chunks over 64 queries), checked inside the engine.
     Scenario long_chunks{"long-chunks", {150, 300, 70, 5}, {8, 6, 10, 12}, 64, 256, 8};
-    // Steps of 512+ rows (row counts no multiple of 128): the gate/up GEMM with SwiGLU in its
-    // epilogue where the engine has it (compute capability 9.0), checked inside the engine.
-    Scenario big_steps{"swiglu-steps", {700, 333, 1000, 5}, {8, 6, 10, 12}, 192, 1024, 8};
+    // Steps of 512+ rows (row counts no multiple of 128) with EngineOptions::fused_swiglu: the gate/up
+    // GEMM with SwiGLU in its epilogue where the GPU has it (compute capability 9.0), checked inside
+    // the engine.
+    Scenario big_steps{"swiglu-steps", {700, 333, 1000, 5}, {8, 6, 10, 12}, 192, 1024, 8, true};
     gi::TransformerConfig wide = tiny;
     wide.name = "tiny-head128";
     wide.hidden = 512;

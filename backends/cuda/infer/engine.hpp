@@ -79,6 +79,11 @@ struct EngineOptions {
   // step whose prompt chunks complete no prompt). Exact: the same tokens and logits.
   // GPUSCOUT_PRUNE_LAST_LAYER=0 turns it off (A/B runs).
   bool prune_last_layer = true;
+  // Steps of 512+ rows run the MLP's gate/up GEMM with SwiGLU in its epilogue (gemm_swiglu_wgmma.cu:
+  // BF16 weights on compute capability 9.0; elsewhere ignored) instead of cuBLASLt and the SiLU * up
+  // kernel. Off by default: on the H200 the two paths tie (bench/NOTES.md, session 21).
+  // GPUSCOUT_SWIGLU_GEMM=1 turns it on too (A/B runs).
+  bool fused_swiglu = false;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
@@ -104,14 +109,11 @@ struct EngineInfo {
   std::string prefill_attention = "mma.sync";
   // EngineOptions::prune_last_layer in effect (asked for, not turned off by the environment).
   bool last_layer_pruned = false;
-  // The MLP's gate/up GEMM of steps of at least swiglu_min_rows rows: "wgmma + swiglu, ping-pong" or
-  // "..., cooperative" (the GEMM with
-  // SwiGLU in its epilogue, gemm_swiglu_wgmma.cu: BF16 weights on compute capability 9.0, unless
-  // GPUSCOUT_SWIGLU_GEMM=0), or "cublaslt, silu" (cuBLASLt's product, then the SiLU * up kernel),
-  // which smaller steps always take.
+  // The MLP's gate/up GEMM of steps of at least swiglu_min_rows rows: "wgmma + swiglu" (the GEMM with
+  // SwiGLU in its epilogue: EngineOptions::fused_swiglu where the GPUs and weights allow it), or
+  // "cublaslt, silu" (cuBLASLt's product, then the SiLU * up kernel), which smaller steps always take.
   std::string mlp_gate_up = "cublaslt, silu";
   int swiglu_min_rows = 0;
-  bool swiglu_cooperative = false;  // the kernel's cooperative schedule (GPUSCOUT_SWIGLU_SCHEDULE)
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
   // One line per decode bucket and context class, when timed: the plan kept, then each candidate's

@@ -4,16 +4,16 @@
 // separate kernel reads it back (at 16384 rows 0.94 GB each way per layer, bench/NOTES.md session 21).
 // Here each tile's gate and up columns meet in the same thread's accumulators and only act is written.
 //
-// Design (the shape of CUTLASS's warp-specialized "ping-pong" kernel): a persistent grid, one block
-// per SM, 384 threads. Warpgroup 0 copies: one thread issues tensor copies of each 64-wide k step of
-// a tile, x [128 rows] and W's 64 gate rows and 64 matching up rows (32 KB), into a ring of stages
-// guarded by full/empty mbarriers. Warpgroups 1 and 2 each own every other tile of the block's
-// sequence: a 128 x 128 accumulator (64 outputs: gate columns, then up columns) as two m64n128k16
-// MMAs per k16 step, both operands K-major from the 128-byte-swizzled stages. An order barrier lets
-// only one of them issue its main loop at a time (each one alone keeps the tensor cores busy), so
-// one warpgroup's epilogue (SiLU, the product, BF16 stores) runs under the other's main loop, and a
-// warpgroup never waits on a stage more than one phase ahead of the last one it or its partner
-// consumed. Tiles go out in groups of kGroupM row tiles, so the blocks in flight share x and W in L2.
+// Design: cuBLASLt's tile shape (128 x 256 of the product per block, 64-wide k steps), written out
+// as CUTLASS's warp-specialized "cooperative" kernel. A persistent grid, one 384-thread block per SM.
+// Warpgroup 0 copies: one thread issues tensor copies of each k step of a tile, x [128 rows] and W's
+// 128 gate rows and the 128 matching up rows (48 KB, 128-byte swizzle), into a ring of four stages
+// guarded by full/empty mbarriers. Warpgroups 1 and 2 each compute 64 rows of every tile, one
+// m64n256k16 wgmma per k16 step (both operands K-major from shared memory), so each thread's
+// accumulators hold its gate columns and their up partners, and write act. Tiles go out in groups of
+// kGroupM row tiles, so the blocks in flight share x and W in L2. (A ping-pong schedule, each MMA
+// warpgroup on alternate 128 x 128 tiles with its epilogue under the other's main loop, was 7-10%
+// slower at prefill sizes: it moves a third more bytes per FLOP; bench/NOTES.md, session 21.)
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -34,30 +34,17 @@ namespace gpuscout::cuda::infer {
 
 namespace {
 
-constexpr int kBM = 128;                                 // rows of x per tile
-constexpr int kBK = 64;                                  // k per stage: one 128-byte swizzle row
-constexpr int kThreads = 384;                            // a copy warpgroup and two MMA warpgroups
-constexpr int kABytes = kBM * kBK * 2;                   // 16 KB
-constexpr int kSmemLimit = 227 * 1024;                   // dynamic shared memory a block may have
-constexpr int kGroupM = 16;                              // row tiles per rasterization group
-constexpr int kCopyRegisters = 40, kMmaRegisters = 232;  // 128 x 40 + 256 x 232 <= 64 K
-
-// The two schedules. Ping-pong: each MMA warpgroup owns alternate 128-row tiles of 64 outputs (two
-// m64n128 MMAs per k16 step), one main loop at a time, epilogues under the partner's main loop.
-// Cooperative: both warpgroups work on every 128-row tile of 128 outputs, 64 rows each (one m64n256
-// MMA per k16 step), as cuBLASLt's 128 x 256 tiles: per FLOP a third less L2-to-SM traffic and fewer
-// shared-memory reads than ping-pong, but both warpgroups stop the tensor cores for their epilogue.
-enum class Schedule { ping_pong, cooperative };
-template <Schedule kSchedule>
-struct Tiling {
-  static constexpr bool kCooperative = kSchedule == Schedule::cooperative;
-  static constexpr int kOutputs = kCooperative ? 128 : 64;  // per tile: as many gate and as many up columns
-  static constexpr int kBHalfBytes = kOutputs * kBK * 2;    // the gate rows, or the up rows, of a stage
-  static constexpr int kStageBytes = kABytes + 2 * kBHalfBytes;
-  static constexpr int kStages = (kSmemLimit - 1024 - 256) / kStageBytes;  // 7 ping-pong, 4 cooperative
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;          // and room to align to an atom
-  static constexpr int kEmptyArrivals = kCooperative ? 2 : 1;              // warpgroups releasing a stage
-};
+constexpr int kBM = 128;                                  // rows of x per tile
+constexpr int kOutputs = 128;                             // per tile: 128 gate and 128 up columns of W
+constexpr int kBK = 64;                                   // k per stage: one 128-byte swizzle row
+constexpr int kThreads = 384;                             // a copy warpgroup and two MMA warpgroups
+constexpr int kABytes = kBM * kBK * 2;                    // 16 KB
+constexpr int kBHalfBytes = kOutputs * kBK * 2;           // 16 KB: the gate rows, or the up rows
+constexpr int kStageBytes = kABytes + 2 * kBHalfBytes;    // 48 KB
+constexpr int kStages = 4;                                // 192 KB (five would not fit in 227 KB)
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // and room to align to a swizzle atom
+constexpr int kGroupM = 16;                               // row tiles per rasterization group
+constexpr int kCopyRegisters = 40, kMmaRegisters = 232;   // 128 x 40 + 256 x 232 <= 64 K
 
 struct TileOrder {
   int tiles_m, tiles_n;
@@ -101,24 +88,19 @@ __device__ __forceinline__ void store_swiglu(const float (&acc)[kRegs], bf16* __
   }
 }
 
-template <Schedule kSchedule>
 __global__ void __launch_bounds__(kThreads, 1)
     gate_up_swiglu_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                           bf16* __restrict__ out, int rows, int ffn, int k_steps, TileOrder order) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Tiling<kSchedule>;
-  constexpr int kStages = T::kStages;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ std::uint64_t full[kStages], empty[kStages], turn[2];
+  __shared__ std::uint64_t full[kStages], empty[kStages];
   unsigned char* stages = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&full[i], 1);
-      mbar_init(&empty[i], T::kEmptyArrivals);
+      mbar_init(&empty[i], 2);  // both MMA warpgroups release each stage use
     }
-    mbar_init(&turn[0], 1);
-    mbar_init(&turn[1], 1);
     mbar_init_fence();
   }
   __syncthreads();
@@ -131,91 +113,47 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       int m0, n_tile;
       order.coords(tile, m0, n_tile);
-      const int o0 = n_tile * T::kOutputs;
+      const int o0 = n_tile * kOutputs;
       for (int ks = 0; ks < k_steps; ++ks, ++it) {
         const int s = it % kStages;
         if (it >= kStages) mbar_wait_parity(&empty[s], ((it / kStages) - 1) & 1);
-        unsigned char* stage = stages + s * T::kStageBytes;
-        mbar_arrive_expect_tx(&full[s], T::kStageBytes);
+        unsigned char* stage = stages + s * kStageBytes;
+        mbar_arrive_expect_tx(&full[s], kStageBytes);
         tma_load_2d(stage, &x_map, ks * kBK, m0, &full[s]);
         tma_load_2d(stage + kABytes, &w_map, ks * kBK, o0, &full[s]);
-        tma_load_2d(stage + kABytes + T::kBHalfBytes, &w_map, ks * kBK, ffn + o0, &full[s]);
+        tma_load_2d(stage + kABytes + kBHalfBytes, &w_map, ks * kBK, ffn + o0, &full[s]);
       }
     }
     return;
   }
 
   claim_registers<kMmaRegisters>();
-  const int mine = wg - 1;
+  const int half = wg - 1;  // this warpgroup's 64 rows of each tile
   const std::uint32_t stages_addr = smem_addr(stages);
-  if constexpr (T::kCooperative) {
-    // Every tile; this warpgroup's 64 rows of it. Both warpgroups wait on every stage use in order.
-    float acc[128];
-    int it = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      for (int ks = 0; ks < k_steps; ++ks, ++it) {
-        const int s = it % kStages;
-        mbar_wait_parity(&full[s], (it / kStages) & 1);
-        const std::uint32_t a = stages_addr + s * T::kStageBytes + mine * 64 * 128, b = a - mine * 64 * 128 + kABytes;
-        wgmma_fence();
+  float acc[128];  // 64 x 256: gate columns 0-127, up columns 128-255
+  int it = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int ks = 0; ks < k_steps; ++ks, ++it) {
+      const int s = it % kStages;
+      mbar_wait_parity(&full[s], (it / kStages) & 1);
+      const std::uint32_t stage = stages_addr + s * kStageBytes;
+      const std::uint32_t a = stage + half * 64 * 128, b = stage + kABytes;
+      wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
-          wgmma_m64n256k16_ss(acc, smem_desc(a + kk * 32, 16, 1024), smem_desc(b + kk * 32, 16, 1024),
-                              ks > 0 || kk > 0);
-        }
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        wgmma_m64n256k16_ss(acc, smem_desc(a + kk * 32, 16, 1024), smem_desc(b + kk * 32, 16, 1024), ks > 0 || kk > 0);
       }
-      wgmma_wait<0>();
-      fence_registers(acc);
-      if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-      int m0, n_tile;
-      order.coords(tile, m0, n_tile);
-      store_swiglu(acc, out, m0 + mine * 64, rows, ffn, n_tile * T::kOutputs);
+      wgmma_commit();
+      // The MMAs of the step before are done: this warpgroup is through with their stage.
+      wgmma_wait<1>();
+      if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     }
-  } else {
-    // The block's tiles j with j % 2 == mine, all 128 rows of each.
-    float acc[2][64];  // rows 0-63 and 64-127 of the tile
-    int turns = 0;     // main loops this warpgroup has run
-    int j = 0;         // the block's tile sequence
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++j) {
-      if ((j & 1) != mine) continue;
-      // Wait for the partner's main loop of tile j - 1 to be issued: every stage use before this
-      // tile's has then completed, so each full-barrier wait below is at most one phase ahead.
-      if (mine == 1) {
-        mbar_wait_parity(&turn[1], turns & 1);
-      } else if (turns > 0) {
-        mbar_wait_parity(&turn[0], (turns - 1) & 1);
-      }
-      int it = j * k_steps;
-      for (int ks = 0; ks < k_steps; ++ks, ++it) {
-        const int s = it % kStages;
-        mbar_wait_parity(&full[s], (it / kStages) & 1);
-        const std::uint32_t a = stages_addr + s * T::kStageBytes, b = a + kABytes;
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
-          const std::uint64_t b_desc = smem_desc(b + kk * 32, 16, 1024);
-          wgmma_m64n128k16_ss(acc[0], smem_desc(a + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
-          wgmma_m64n128k16_ss(acc[1], smem_desc(a + 64 * 128 + kk * 32, 16, 1024), b_desc, ks > 0 || kk > 0);
-        }
-        wgmma_commit();
-        // The MMAs of the step before are done: their stage goes back to the copier.
-        wgmma_wait<1>();
-        if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-      }
-      if (t == 0) mbar_arrive(&turn[1 - mine]);
-      ++turns;
-      wgmma_wait<0>();
-      fence_registers(acc[0]);
-      fence_registers(acc[1]);
-      if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-      int m0, n_tile;
-      order.coords(tile, m0, n_tile);
-      store_swiglu(acc[0], out, m0, rows, ffn, n_tile * T::kOutputs);
-      store_swiglu(acc[1], out, m0 + 64, rows, ffn, n_tile * T::kOutputs);
-    }
+    wgmma_wait<0>();
+    fence_registers(acc);
+    if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+    int m0, n_tile;
+    order.coords(tile, m0, n_tile);
+    store_swiglu(acc, out, m0 + half * 64, rows, ffn, n_tile * kOutputs);
   }
 #else
   __trap();  // built for sm_90a only; the host side launches it nowhere else
@@ -241,38 +179,22 @@ CUtensorMap matrix_tensor_map(const bf16* base, std::int64_t outer, int inner, i
   return map;
 }
 
-template <Schedule kSchedule>
-void launch(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out, int sms, cudaStream_t stream) {
-  using T = Tiling<kSchedule>;
-  auto* kernel = gate_up_swiglu_kernel<kSchedule>;
-  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-  const CUtensorMap x_map = matrix_tensor_map(x, rows, in, kBM);
-  const CUtensorMap w_map = matrix_tensor_map(w_gate_up, 2 * static_cast<std::int64_t>(ffn), in, T::kOutputs);
-  const TileOrder order{(rows + kBM - 1) / kBM, ffn / T::kOutputs};
-  const int tiles = order.tiles_m * order.tiles_n;
-  kernel<<<std::min(tiles, sms), kThreads, T::kSmemBytes, stream>>>(x_map, w_map, out, rows, ffn, in / kBK, order);
-  GPUSCOUT_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor) {
-  return cc_major == 9 && cc_minor == 0 && in > 0 && in % kBK == 0 && ffn > 0 &&
-         ffn % Tiling<Schedule::ping_pong>::kOutputs == 0;
+  return cc_major == 9 && cc_minor == 0 && in > 0 && in % kBK == 0 && ffn > 0 && ffn % kOutputs == 0;
 }
 
 bool gate_up_swiglu_by_default() {
-  static const bool on = env_switch_on("GPUSCOUT_SWIGLU_GEMM");
+  static const bool on = [] {
+    const char* v = std::getenv("GPUSCOUT_SWIGLU_GEMM");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
   return on;
 }
 
-SwigluSchedule swiglu_schedule_by_default() {
-  const char* v = std::getenv("GPUSCOUT_SWIGLU_SCHEDULE");
-  return v != nullptr && std::strcmp(v, "cooperative") == 0 ? SwigluSchedule::cooperative : SwigluSchedule::ping_pong;
-}
-
 bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
-                           cudaStream_t stream, SwigluSchedule schedule) {
+                           cudaStream_t stream) {
   int device = 0, major = 0, minor = 0, sms = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -280,15 +202,17 @@ bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_u
   if (!gate_up_swiglu_supported(in, ffn, major, minor)) return false;
   // Tensor copies need 16-byte-aligned bases (the engine's buffers are cudaMalloc'd: 256 bytes).
   if ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w_gate_up)) % 16 != 0) return false;
-  const bool cooperative_fits = ffn % Tiling<Schedule::cooperative>::kOutputs == 0;
-  if (schedule == SwigluSchedule::cooperative && !cooperative_fits) return false;
   if (rows <= 0) return true;
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (schedule == SwigluSchedule::cooperative) {
-    launch<Schedule::cooperative>(x, rows, in, w_gate_up, ffn, out, sms, stream);
-  } else {
-    launch<Schedule::ping_pong>(x, rows, in, w_gate_up, ffn, out, sms, stream);
-  }
+  GPUSCOUT_CUDA_CHECK(
+      cudaFuncSetAttribute(gate_up_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const CUtensorMap x_map = matrix_tensor_map(x, rows, in, kBM);
+  const CUtensorMap w_map = matrix_tensor_map(w_gate_up, 2 * static_cast<std::int64_t>(ffn), in, kOutputs);
+  const TileOrder order{(rows + kBM - 1) / kBM, ffn / kOutputs};
+  const int tiles = order.tiles_m * order.tiles_n;
+  gate_up_swiglu_kernel<<<std::min(tiles, sms), kThreads, kSmemBytes, stream>>>(x_map, w_map, out, rows, ffn, in / kBK,
+                                                                                order);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
   return true;
 }
 
