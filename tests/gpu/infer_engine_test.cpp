@@ -71,7 +71,7 @@ struct Scenario {
   int num_blocks = 64;
   int max_step_tokens = 64;
   int max_running = 8;
-  bool fused_swiglu = false;  // EngineOptions::fused_swiglu
+  bool fused_swiglu = true;  // EngineOptions::fused_swiglu
 };
 
 struct Totals {
@@ -777,10 +777,12 @@ int main(int argc, char** argv) {
     // Head size 128 with chunks of up to 256 queries: the prefill attention kernel of Hopper's
     // warpgroup MMA where it runs (chunks over 64 queries), checked inside the engine.
     Scenario long_chunks{"long-chunks", {150, 300, 70, 5}, {8, 6, 10, 12}, 64, 256, 8};
-    // Steps of 512+ rows (row counts no multiple of 128) with EngineOptions::fused_swiglu: the gate/up
-    // GEMM with SwiGLU in its epilogue where the GPU has it (compute capability 9.0), checked inside
-    // the engine.
-    Scenario big_steps{"swiglu-steps", {700, 333, 1000, 5}, {8, 6, 10, 12}, 192, 1024, 8, true};
+    // Steps of 512+ rows (row counts no multiple of 128): the gate/up GEMM with SwiGLU in its epilogue
+    // where the GPU has it (compute capability 9.0), and without it (EngineOptions::fused_swiglu off).
+    Scenario big_steps{"swiglu-steps", {700, 333, 1000, 5}, {8, 6, 10, 12}, 192, 1024, 8};
+    Scenario big_steps_unfused = big_steps;
+    big_steps_unfused.name = "unfused-steps";
+    big_steps_unfused.fused_swiglu = false;
     gi::TransformerConfig wide = tiny;
     wide.name = "tiny-head128";
     wide.hidden = 512;
@@ -797,6 +799,7 @@ int main(int argc, char** argv) {
       failures += run_scenario(tiny, gpus, true, tight);
       for (bool graphs : {true, false}) failures += run_scenario(wide, gpus, graphs, long_chunks);
       failures += run_scenario(wide, gpus, true, big_steps);
+      failures += run_scenario(wide, gpus, true, big_steps_unfused);
       for (bool graphs : {true, false}) {
         failures += pipeline_check(tiny, gpus, graphs, mixed);
         failures += pipeline_check(tiny, gpus, graphs, tight);

@@ -73,9 +73,9 @@ constexpr std::size_t kAlign = 256;  // cuBLASLt's default operand alignment ass
 constexpr std::size_t kLtWorkspaceBytes = 32ull << 20;
 constexpr int kDefaultMaxContext = 32768;
 constexpr double kGB = 1e9;
-// Steps of at least this many rows take the gate/up GEMM with SwiGLU in its epilogue where it is turned
-// on; smaller ones (decode batches, the pruned last layer's sampling rows) cuBLASLt and SiLU. Alone it
-// was within a few percent of the two kernels from 256 rows on (bench/NOTES.md, session 21).
+// Steps of at least this many rows take the gate/up GEMM with SwiGLU in its epilogue where the engine
+// has it; smaller ones (decode batches, the pruned last layer's sampling rows) cuBLASLt and SiLU. Alone
+// it was within a few percent of the two kernels from 256 rows on (bench/NOTES.md, session 21).
 constexpr int kSwigluMinRows = 512;
 
 std::size_t align_up(std::size_t v, std::size_t a) {
@@ -621,7 +621,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st, r.sampled);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   const unsigned skip = opt.knock_out;
-  // Prefill-sized steps: the gate/up GEMM with SwiGLU in its epilogue, where it is turned on.
+  // Prefill-sized steps: the gate/up GEMM with SwiGLU in its epilogue, where the engine has it.
   const bool swiglu_fused = info.swiglu_min_rows > 0 && d.rows >= info.swiglu_min_rows;
   for (const LayerWeights& l : r.layers) {
     const bool pruned = d.prune_last && &l == &r.layers.back();
@@ -1344,7 +1344,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
   e.info.prefill_attention = prefill_wgmma ? "wgmma" : "mma.sync";
   e.info.last_layer_pruned = options.prune_last_layer && env_switch_on("GPUSCOUT_PRUNE_LAST_LAYER");
-  if (swiglu_gemm && !options.fp8_weights && (options.fused_swiglu || gate_up_swiglu_by_default())) {
+  if (swiglu_gemm && !options.fp8_weights && options.fused_swiglu && gate_up_swiglu_by_default()) {
     e.info.mlp_gate_up = "wgmma + swiglu";
     e.info.swiglu_min_rows = kSwigluMinRows;
   }

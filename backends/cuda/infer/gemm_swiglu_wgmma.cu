@@ -19,8 +19,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -186,10 +184,7 @@ bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor) {
 }
 
 bool gate_up_swiglu_by_default() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPUSCOUT_SWIGLU_GEMM");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = env_switch_on("GPUSCOUT_SWIGLU_GEMM");
   return on;
 }
 

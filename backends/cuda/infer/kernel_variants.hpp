@@ -75,11 +75,10 @@ bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_c
 // The MLP's gate/up GEMM with SwiGLU fused into its epilogue (gemm_swiglu_wgmma.cu, compute
 // capability 9.0 only): out[r, i] = silu(x W_gate^T)[r, i] * (x W_up^T)[r, i] for W_gate_up [2 ffn, in]
 // (gate rows, then up rows) and x [rows, in], both row-major BF16; out [rows, ffn]. Needs in % 64 == 0
-// and ffn % 128 == 0. The engine uses it for prefill-sized steps when asked (EngineOptions::fused_swiglu
-// or GPUSCOUT_SWIGLU_GEMM=1): on the H200 it ties with cuBLASLt + the SiLU kernel (bench/NOTES.md,
-// session 21).
+// and ffn % 128 == 0. The engine uses it for prefill-sized steps (EngineOptions::fused_swiglu) unless
+// GPUSCOUT_SWIGLU_GEMM=0.
 bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor);
-bool gate_up_swiglu_by_default();  // GPUSCOUT_SWIGLU_GEMM=1
+bool gate_up_swiglu_by_default();  // unless GPUSCOUT_SWIGLU_GEMM=0
 // False, launching nothing, where the kernel cannot run (another GPU, a shape it does not take).
 bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
                            cudaStream_t stream);
