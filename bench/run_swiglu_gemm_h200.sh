@@ -3,8 +3,8 @@
 # checks and timing against cuBLASLt + SiLU (infer_gemm_test --swiglu --bench), the engine's checks
 # against the CPU reference (a scenario of 512+-row steps runs the kernel), then -- only when both
 # pass -- the serve benchmark's prefill case and static batch with the kernel off
-# (GPUSCOUT_SWIGLU_GEMM=0) and on (the default from session 21), interleaved ROUNDS times (each run builds its own
-# engine): `gpuscout bench --only serve/prefill,serve/static --model llama-3.1-8b`. The first two
+# (GPUSCOUT_SWIGLU_GEMM=0) and on (the default from session 21), interleaved ROUNDS times (each run
+# builds its own engine): `gpuscout bench --only serve/prefill,serve/static --model llama-3.1-8b`. The first two
 # calls of the session ran an earlier form of this script (bench/NOTES.md).
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=3 bash bench/run_swiglu_gemm_h200.sh
 # Needs $DIST/infer_gemm_test and $DIST/infer_engine_test. Writes $OUT/swiglu-gemm-ab.{txt,tar.gz}.
