@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Session 21, one H200: the gate/up GEMM with SwiGLU in its epilogue (gemm_swiglu_wgmma.cu). Its
-# checks and timing against cuBLASLt + SiLU (infer_gemm_test --swiglu --bench), the engine's checks
-# against the CPU reference (a scenario of 512+-row steps runs the kernel), then -- only when both
-# pass -- the serve benchmark's prefill case and static batch with the kernel off
-# (GPUSCOUT_SWIGLU_GEMM=0) and on (the default from session 21), interleaved ROUNDS times (each run
-# builds its own engine): `gpuscout bench --only serve/prefill,serve/static --model llama-3.1-8b`. The first two
-# calls of the session ran an earlier form of this script (bench/NOTES.md).
+# checks and timing against cuBLASLt + SiLU (infer_gemm_test --swiglu --bench: both epilogues), the
+# engine's checks against the CPU reference with each epilogue (GPUSCOUT_SWIGLU_EPILOGUE; a scenario
+# of 512+-row steps runs the kernel), then -- only when all pass -- the serve benchmark's prefill case
+# and static batch with the kernel off (GPUSCOUT_SWIGLU_GEMM=0), on with the in-place epilogue (the
+# default) and on with the deferred one, interleaved ROUNDS times (each run builds its own engine):
+# `gpuscout bench --only serve/prefill,serve/static --model llama-3.1-8b`. Earlier calls of the
+# session ran earlier forms of this script (bench/NOTES.md).
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=3 bash bench/run_swiglu_gemm_h200.sh
 # Needs $DIST/infer_gemm_test and $DIST/infer_engine_test. Writes $OUT/swiglu-gemm-ab.{txt,tar.gz}.
 set -u
@@ -17,13 +18,24 @@ ab_begin swiglu-gemm-ab
   timeout 240 "$DIST/infer_gemm_test" --swiglu --bench
   kernel_rc=$?
   echo "== exit $kernel_rc"
-  echo "== infer_engine_test (checks)"
-  timeout 300 "$DIST/infer_engine_test" >"$runs/engine-checks.txt" 2>&1
-  engine_rc=$?
-  grep -E "PASS|FAIL|error" "$runs/engine-checks.txt" | cut -c1-300 | tail -40
-  echo "== exit $engine_rc"
+  engine_rc=0
+  for epilogue in in-place deferred; do
+    echo "== infer_engine_test (checks), GPUSCOUT_SWIGLU_EPILOGUE=$epilogue"
+    GPUSCOUT_SWIGLU_EPILOGUE=$epilogue timeout 300 "$DIST/infer_engine_test" >"$runs/engine-checks-$epilogue.txt" 2>&1
+    rc=$?
+    grep -E "swiglu|unfused|FAIL|error|infer_engine_test" "$runs/engine-checks-$epilogue.txt" | cut -c1-300
+    echo "== exit $rc"
+    [ "$rc" = 0 ] || engine_rc=$rc
+  done
   if [ "$kernel_rc" = 0 ] && [ "$engine_rc" = 0 ]; then
-    serve_ab_switch GPUSCOUT_SWIGLU_GEMM serve/prefill,serve/static swiglu
+    for round in $(seq "${ROUNDS:-3}"); do
+      serve_ab_run "GPUSCOUT_SWIGLU_GEMM=0, round $round" "$runs/off-$round.json" serve/prefill,serve/static \
+        GPUSCOUT_SWIGLU_GEMM=0 --
+      for epilogue in in-place deferred; do
+        serve_ab_run "$epilogue, round $round" "$runs/$epilogue-$round.json" serve/prefill,serve/static \
+          GPUSCOUT_SWIGLU_EPILOGUE=$epilogue --
+      done
+    done
   else
     echo "== checks failed: no A/B"
   fi

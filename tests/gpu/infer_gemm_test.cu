@@ -528,39 +528,42 @@ void test_swiglu_gemm(const cudaDeviceProp& prop) {
     int rows, in, ffn;
   };
   for (const Shape sh : {Shape{1, 64, 128}, Shape{5, 256, 384}, Shape{128, 128, 128}, Shape{200, 512, 128},
-                         Shape{257, 192, 256}, Shape{1100, 64, 128}}) {
-    const auto x = random_bf16(static_cast<std::size_t>(sh.rows) * sh.in);
-    const auto w = random_bf16(static_cast<std::size_t>(2) * sh.ffn * sh.in);
-    const Reference gu = reference(x, w, sh.rows, 2 * sh.ffn, sh.in);
-    Dev<u16> dx(x), dw(w), dout(static_cast<std::size_t>(sh.rows + 1) * sh.ffn);
-    dout.upload(std::vector<u16>(dout.n, kPoison));
-    const bool launched =
-        launch_gate_up_swiglu(dx.as<bf16>(), sh.rows, sh.in, dw.as<bf16>(), sh.ffn, dout.as<bf16>(), nullptr);
-    const auto out = dout.download();
-    double worst = 0;
-    bool ok = launched;
-    for (int r = 0; r < sh.rows; ++r) {
-      for (int i = 0; i < sh.ffn; ++i) {
-        const std::size_t gi = static_cast<std::size_t>(r) * 2 * sh.ffn + i, ui = gi + sh.ffn;
-        const double g = gu.y[gi], u = gu.y[ui];
-        const double want = silu_ref(g) * u;
-        // BF16 output rounding, and FP32 accumulation error carried through SiLU (slope <= 1.1) and the product.
-        const double bound =
-            std::ldexp(std::fabs(want), -7) +
-            1e-5 * (1.1 * gu.magnitude[gi] * std::fabs(u) + std::fabs(silu_ref(g)) * gu.magnitude[ui]) + 1e-6;
-        const double got = to_f(out[static_cast<std::size_t>(r) * sh.ffn + i]);
-        const double err = std::fabs(got - want);
-        if (!(err <= bound)) ok = false;
-        worst = std::max(worst, std::isfinite(err) ? err / bound : 1e9);
+                         Shape{257, 192, 256}, Shape{1100, 64, 128}, Shape{700, 1024, 384}})
+    for (const SwigluEpilogue epilogue : {SwigluEpilogue::in_place, SwigluEpilogue::deferred}) {
+      const auto x = random_bf16(static_cast<std::size_t>(sh.rows) * sh.in);
+      const auto w = random_bf16(static_cast<std::size_t>(2) * sh.ffn * sh.in);
+      const Reference gu = reference(x, w, sh.rows, 2 * sh.ffn, sh.in);
+      Dev<u16> dx(x), dw(w), dout(static_cast<std::size_t>(sh.rows + 1) * sh.ffn);
+      dout.upload(std::vector<u16>(dout.n, kPoison));
+      const bool launched = launch_gate_up_swiglu(dx.as<bf16>(), sh.rows, sh.in, dw.as<bf16>(), sh.ffn, dout.as<bf16>(),
+                                                  nullptr, epilogue);
+      const auto out = dout.download();
+      double worst = 0;
+      bool ok = launched;
+      for (int r = 0; r < sh.rows; ++r) {
+        for (int i = 0; i < sh.ffn; ++i) {
+          const std::size_t gi = static_cast<std::size_t>(r) * 2 * sh.ffn + i, ui = gi + sh.ffn;
+          const double g = gu.y[gi], u = gu.y[ui];
+          const double want = silu_ref(g) * u;
+          // BF16 output rounding, and FP32 accumulation error carried through SiLU (slope <= 1.1) and the product.
+          const double bound =
+              std::ldexp(std::fabs(want), -7) +
+              1e-5 * (1.1 * gu.magnitude[gi] * std::fabs(u) + std::fabs(silu_ref(g)) * gu.magnitude[ui]) + 1e-6;
+          const double got = to_f(out[static_cast<std::size_t>(r) * sh.ffn + i]);
+          const double err = std::fabs(got - want);
+          if (!(err <= bound)) ok = false;
+          worst = std::max(worst, std::isfinite(err) ? err / bound : 1e9);
+        }
       }
+      bool guard = true;  // the row past the output stays poisoned
+      for (int i = 0; i < sh.ffn; ++i) guard = guard && out[static_cast<std::size_t>(sh.rows) * sh.ffn + i] == kPoison;
+      char detail[128];
+      std::snprintf(detail, sizeof detail, "worst error %.2f of its bound%s", worst,
+                    guard ? "" : ", guard row written");
+      report(std::string("swiglu gemm ") + (epilogue == SwigluEpilogue::deferred ? "deferred " : "") +
+                 std::to_string(sh.rows) + " x " + std::to_string(sh.in) + " -> " + std::to_string(sh.ffn),
+             ok && guard, detail);
     }
-    bool guard = true;  // the row past the output stays poisoned
-    for (int i = 0; i < sh.ffn; ++i) guard = guard && out[static_cast<std::size_t>(sh.rows) * sh.ffn + i] == kPoison;
-    char detail[128];
-    std::snprintf(detail, sizeof detail, "worst error %.2f of its bound%s", worst, guard ? "" : ", guard row written");
-    report("swiglu gemm " + std::to_string(sh.rows) + " x " + std::to_string(sh.in) + " -> " + std::to_string(sh.ffn),
-           ok && guard, detail);
-  }
   // Shapes it does not take are refused, launching nothing.
   Dev<u16> none(1);
   report("swiglu gemm refuses ffn 64 and k 96",
@@ -603,20 +606,26 @@ void test_swiglu_gemm_large(const cudaDeviceProp& prop) {
   const int cls = runner.add_class("gate_up", 2 * ffn, in, {w.p});
   const UnfusedSwiglu plain{runner, cls, w.as<bf16>(), gu.as<bf16>(), ffn};
   plain(x.as<bf16>(), rows, unfused.as<bf16>(), nullptr);
-  const bool launched = launch_gate_up_swiglu(x.as<bf16>(), rows, in, w.as<bf16>(), ffn, fused.as<bf16>(), nullptr);
-  const auto a = fused.download(), b = unfused.download();
-  double diff2 = 0, ref2 = 0, worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double fa = to_f(a[i]), fb = to_f(b[i]);
-    diff2 += (fa - fb) * (fa - fb);
-    ref2 += fb * fb;
-    worst = std::max(worst, std::isfinite(fa) ? std::fabs(fa - fb) : 1e30);
+  const auto b = unfused.download();
+  for (const SwigluEpilogue epilogue : {SwigluEpilogue::in_place, SwigluEpilogue::deferred}) {
+    fused.upload(std::vector<u16>(fused.n, kPoison));
+    const bool launched =
+        launch_gate_up_swiglu(x.as<bf16>(), rows, in, w.as<bf16>(), ffn, fused.as<bf16>(), nullptr, epilogue);
+    const auto a = fused.download();
+    double diff2 = 0, ref2 = 0, worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const double fa = to_f(a[i]), fb = to_f(b[i]);
+      diff2 += (fa - fb) * (fa - fb);
+      ref2 += fb * fb;
+      worst = std::max(worst, std::isfinite(fa) ? std::fabs(fa - fb) : 1e30);
+    }
+    const double rel_l2 = std::sqrt(diff2 / ref2), rms = std::sqrt(ref2 / static_cast<double>(a.size()));
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "relative L2 %.2e, worst |diff| %.3g (rms %.3g)", rel_l2, worst, rms);
+    report(std::string("swiglu gemm ") + (epilogue == SwigluEpilogue::deferred ? "deferred " : "") +
+               "1000 x 4096 -> 14336 against cuBLASLt + SiLU",
+           launched && rel_l2 < 1e-2 && worst < 0.1 * rms, detail);
   }
-  const double rel_l2 = std::sqrt(diff2 / ref2), rms = std::sqrt(ref2 / static_cast<double>(a.size()));
-  char detail[160];
-  std::snprintf(detail, sizeof detail, "relative L2 %.2e, worst |diff| %.3g (rms %.3g)", rel_l2, worst, rms);
-  report("swiglu gemm 1000 x 4096 -> 14336 against cuBLASLt + SiLU", launched && rel_l2 < 1e-2 && worst < 0.1 * rms,
-         detail);
 }
 
 // Times the fused kernel against the unfused path and against cuBLASLt's product alone, at prefill
@@ -645,7 +654,8 @@ void bench_swiglu() {
     return 0.5 * (ms[9] + ms[10]);
   };
   std::printf(
-      "swiglu bench: shape rows | fused ms TFLOP/s | cuBLASLt+SiLU ms TFLOP/s | cuBLASLt alone ms | fused/unfused\n");
+      "swiglu bench: shape rows | fused ms TFLOP/s | deferred ms TFLOP/s | cuBLASLt+SiLU ms TFLOP/s | cuBLASLt alone "
+      "ms | fused/unfused deferred/unfused\n");
   for (const Shape sh : {Shape{"8b", 4096, 14336}, Shape{"8b-tp2", 4096, 7168}, Shape{"70b-tp2", 8192, 14336}}) {
     const int max_rows = 16384;
     Dev<u16> x(static_cast<std::size_t>(max_rows) * sh.in), w(static_cast<std::size_t>(2) * sh.ffn * sh.in);
@@ -659,11 +669,16 @@ void bench_swiglu() {
       const double flop = 2.0 * rows * 2.0 * sh.ffn * sh.in;
       const double fused = median_ms(
           [&] { launch_gate_up_swiglu(x.as<bf16>(), rows, sh.in, w.as<bf16>(), sh.ffn, out.as<bf16>(), nullptr); });
+      const double deferred = median_ms([&] {
+        launch_gate_up_swiglu(x.as<bf16>(), rows, sh.in, w.as<bf16>(), sh.ffn, out.as<bf16>(), nullptr,
+                              SwigluEpilogue::deferred);
+      });
       const double unfused = median_ms([&] { plain(x.as<bf16>(), rows, out.as<bf16>(), nullptr); });
       const double product =
           median_ms([&] { runner.run(cls, rows, x.as<bf16>(), w.as<bf16>(), gu.as<bf16>(), false, nullptr); });
-      std::printf("swiglu bench: %-7s %5d | %8.4f %6.1f | %8.4f %6.1f | %8.4f | %.3f\n", sh.name, rows, fused,
-                  flop / fused / 1e9, unfused, flop / unfused / 1e9, product, fused / unfused);
+      std::printf("swiglu bench: %-7s %5d | %8.4f %6.1f | %8.4f %6.1f | %8.4f %6.1f | %8.4f | %.3f %.3f\n", sh.name,
+                  rows, fused, flop / fused / 1e9, deferred, flop / deferred / 1e9, unfused, flop / unfused / 1e9,
+                  product, fused / unfused, deferred / unfused);
     }
   }
   CUDA_CHECK(cudaEventDestroy(e0));

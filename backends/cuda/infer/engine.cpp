@@ -670,7 +670,8 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     if (swiglu_fused && !(skip & (knock_out_norms | knock_out_silu))) {
       launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
       GPUSCOUT_CUDA_CHECK_LAUNCH();
-      if (!launch_gate_up_swiglu(r.xn, d.rows, hidden, static_cast<const bf16*>(l.w_gate_up), s.ffn, r.act, st)) {
+      if (!launch_gate_up_swiglu(r.xn, d.rows, hidden, static_cast<const bf16*>(l.w_gate_up), s.ffn, r.act, st,
+                                 swiglu_epilogue_by_default())) {
         throw std::logic_error("the gate/up SwiGLU GEMM refused a shape the engine checked at start-up");
       }
       r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
@@ -1345,7 +1346,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.info.prefill_attention = prefill_wgmma ? "wgmma" : "mma.sync";
   e.info.last_layer_pruned = options.prune_last_layer && env_switch_on("GPUSCOUT_PRUNE_LAST_LAYER");
   if (swiglu_gemm && !options.fp8_weights && options.fused_swiglu && gate_up_swiglu_by_default()) {
-    e.info.mlp_gate_up = "wgmma + swiglu";
+    e.info.mlp_gate_up =
+        swiglu_epilogue_by_default() == SwigluEpilogue::deferred ? "wgmma + swiglu, deferred" : "wgmma + swiglu";
     e.info.swiglu_min_rows = kSwigluMinRows;
   }
   // Process-wide (kernels.hpp): the last engine created decides.

@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -32,17 +34,25 @@ namespace gpuscout::cuda::infer {
 
 namespace {
 
-constexpr int kBM = 128;                                  // rows of x per tile
-constexpr int kOutputs = 128;                             // per tile: 128 gate and 128 up columns of W
-constexpr int kBK = 64;                                   // k per stage: one 128-byte swizzle row
-constexpr int kThreads = 384;                             // a copy warpgroup and two MMA warpgroups
-constexpr int kABytes = kBM * kBK * 2;                    // 16 KB
-constexpr int kBHalfBytes = kOutputs * kBK * 2;           // 16 KB: the gate rows, or the up rows
-constexpr int kStageBytes = kABytes + 2 * kBHalfBytes;    // 48 KB
-constexpr int kStages = 4;                                // 192 KB (five would not fit in 227 KB)
-constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // and room to align to a swizzle atom
-constexpr int kGroupM = 16;                               // row tiles per rasterization group
-constexpr int kCopyRegisters = 40, kMmaRegisters = 232;   // 128 x 40 + 256 x 232 <= 64 K
+constexpr int kBM = 128;                                // rows of x per tile
+constexpr int kOutputs = 128;                           // per tile: 128 gate and 128 up columns of W
+constexpr int kBK = 64;                                 // k per stage: one 128-byte swizzle row
+constexpr int kThreads = 384;                           // a copy warpgroup and two MMA warpgroups
+constexpr int kABytes = kBM * kBK * 2;                  // 16 KB
+constexpr int kBHalfBytes = kOutputs * kBK * 2;         // 16 KB: the gate rows, or the up rows
+constexpr int kStageBytes = kABytes + 2 * kBHalfBytes;  // 48 KB
+// The deferred epilogue's staging: per MMA warpgroup its 64 rows of gate and up as BF16, each row
+// padded by 16 bytes so that the accumulator layout's stores (8 rows by 4 lanes) hit 32 banks.
+constexpr int kStagingRowBytes = 2 * kOutputs * 2 + 16;    // 528
+constexpr int kStagingBytes = 64 * kStagingRowBytes;       // 33 KB
+constexpr int kChunksPerThread = 64 * kOutputs / 8 / 128;  // 8 outputs a chunk: 8 chunks per thread a tile
+// Stages: four of 48 KB (192 KB; five would not fit in 227 KB), or three beside the staging.
+template <bool kDeferred>
+constexpr int kStages = kDeferred ? 3 : 4;
+template <bool kDeferred>
+constexpr int kSmemBytes = kStages<kDeferred>* kStageBytes + (kDeferred ? 2 * kStagingBytes : 0) + 1024;
+constexpr int kGroupM = 16;                              // row tiles per rasterization group
+constexpr int kCopyRegisters = 40, kMmaRegisters = 232;  // 128 x 40 + 256 x 232 <= 64 K
 
 struct TileOrder {
   int tiles_m, tiles_n;
@@ -86,10 +96,18 @@ __device__ __forceinline__ void store_swiglu(const float (&acc)[kRegs], bf16* __
   }
 }
 
+// kDeferred: a tile's epilogue runs under the next tile's main loop. At the end of a tile each MMA
+// warpgroup rounds its gate and up accumulators to BF16 into its staging rows (as the unfused path
+// rounds its product) and frees them; during the first k steps of the next tile, while that step's
+// MMAs run, each thread turns one 8-output chunk of the staged rows into act (SiLU * up, one 16-byte
+// store; a warp writes 2 x 256 contiguous bytes). Otherwise the epilogue computes from the
+// accumulators while the tensor cores wait (about 5% of a tile: 256 MUFU operations per thread).
+template <bool kDeferred>
 __global__ void __launch_bounds__(kThreads, 1)
     gate_up_swiglu_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                           bf16* __restrict__ out, int rows, int ffn, int k_steps, TileOrder order) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kStages = infer::kStages<kDeferred>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t full[kStages], empty[kStages];
   unsigned char* stages = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -129,6 +147,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int half = wg - 1;  // this warpgroup's 64 rows of each tile
   const std::uint32_t stages_addr = smem_addr(stages);
   float acc[128];  // 64 x 256: gate columns 0-127, up columns 128-255
+  // kDeferred: the staged tile's place and the chunks of it this thread has still to write.
+  unsigned char* staging = stages + kStages * kStageBytes + half * kStagingBytes;
+  int pending = 0, staged_m0 = 0, staged_o0 = 0;
+  auto epilogue_chunk = [&] {
+    const int id = (kChunksPerThread - pending) * 128 + t;
+    const int r = id / (kOutputs / 8), c8 = id % (kOutputs / 8);
+    const int row = staged_m0 + half * 64 + r;
+    --pending;
+    if (row >= rows) return;
+    const unsigned char* src = staging + r * kStagingRowBytes + c8 * 16;
+    float g[8], u[8], o[8];
+    unpack8(*reinterpret_cast<const uint4*>(src), g);
+    unpack8(*reinterpret_cast<const uint4*>(src + kOutputs * 2), u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = silu_fast(g[e]) * u[e];
+    store8(out + static_cast<std::int64_t>(row) * ffn + staged_o0 + c8 * 8, o);
+  };
+  auto warpgroup_sync = [&] { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + half) : "memory"); };
   int it = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     for (int ks = 0; ks < k_steps; ++ks, ++it) {
@@ -142,6 +178,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_m64n256k16_ss(acc, smem_desc(a + kk * 32, 16, 1024), smem_desc(b + kk * 32, 16, 1024), ks > 0 || kk > 0);
       }
       wgmma_commit();
+      if constexpr (kDeferred) {
+        if (pending > 0) epilogue_chunk();  // under this step's MMAs
+      }
       // The MMAs of the step before are done: this warpgroup is through with their stage.
       wgmma_wait<1>();
       if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
@@ -151,7 +190,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     int m0, n_tile;
     order.coords(tile, m0, n_tile);
-    store_swiglu(acc, out, m0 + half * 64, rows, ffn, n_tile * kOutputs);
+    if constexpr (kDeferred) {
+      while (pending > 0) epilogue_chunk();  // a tile of fewer k steps than chunks
+      warpgroup_sync();                      // the staging rows are read: overwrite them
+      const int warp = t / 32, lane = t % 32, r = warp * 16 + lane / 4;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        unsigned char* dst = staging + r * kStagingRowBytes + (c * 8 + (lane % 4) * 2) * 2;
+        *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(acc[4 * c], acc[4 * c + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(dst + 8 * kStagingRowBytes) =
+            __floats2bfloat162_rn(acc[4 * c + 2], acc[4 * c + 3]);
+      }
+      warpgroup_sync();  // staged: every thread's chunks may read any row
+      pending = kChunksPerThread;
+      staged_m0 = m0;
+      staged_o0 = n_tile * kOutputs;
+    } else {
+      store_swiglu(acc, out, m0 + half * 64, rows, ffn, n_tile * kOutputs);
+    }
+  }
+  if constexpr (kDeferred) {
+    while (pending > 0) epilogue_chunk();
   }
 #else
   __trap();  // built for sm_90a only; the host side launches it nowhere else
@@ -188,25 +247,46 @@ bool gate_up_swiglu_by_default() {
   return on;
 }
 
+SwigluEpilogue swiglu_epilogue_by_default() {
+  static const SwigluEpilogue e = [] {
+    const char* v = std::getenv("GPUSCOUT_SWIGLU_EPILOGUE");
+    return v != nullptr && std::strcmp(v, "deferred") == 0 ? SwigluEpilogue::deferred : SwigluEpilogue::in_place;
+  }();
+  return e;
+}
+
 bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, SwigluEpilogue epilogue) {
   int device = 0, major = 0, minor = 0, sms = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   if (!gate_up_swiglu_supported(in, ffn, major, minor)) return false;
   // Tensor copies need 16-byte-aligned bases (the engine's buffers are cudaMalloc'd: 256 bytes).
-  if ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w_gate_up)) % 16 != 0) return false;
+  // (The deferred epilogue's 16-byte stores need the same of out.)
+  if ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w_gate_up) |
+       reinterpret_cast<std::uintptr_t>(out)) %
+          16 !=
+      0) {
+    return false;
+  }
   if (rows <= 0) return true;
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  GPUSCOUT_CUDA_CHECK(
-      cudaFuncSetAttribute(gate_up_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const CUtensorMap x_map = matrix_tensor_map(x, rows, in, kBM);
   const CUtensorMap w_map = matrix_tensor_map(w_gate_up, 2 * static_cast<std::int64_t>(ffn), in, kOutputs);
   const TileOrder order{(rows + kBM - 1) / kBM, ffn / kOutputs};
-  const int tiles = order.tiles_m * order.tiles_n;
-  gate_up_swiglu_kernel<<<std::min(tiles, sms), kThreads, kSmemBytes, stream>>>(x_map, w_map, out, rows, ffn, in / kBK,
-                                                                                order);
+  const int grid = std::min(order.tiles_m * order.tiles_n, sms);
+  if (epilogue == SwigluEpilogue::deferred) {
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(gate_up_swiglu_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             kSmemBytes<true>));
+    gate_up_swiglu_kernel<true>
+        <<<grid, kThreads, kSmemBytes<true>, stream>>>(x_map, w_map, out, rows, ffn, in / kBK, order);
+  } else {
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(gate_up_swiglu_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             kSmemBytes<false>));
+    gate_up_swiglu_kernel<false>
+        <<<grid, kThreads, kSmemBytes<false>, stream>>>(x_map, w_map, out, rows, ffn, in / kBK, order);
+  }
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   return true;
 }

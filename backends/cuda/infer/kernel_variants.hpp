@@ -79,8 +79,12 @@ bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_c
 // GPUSCOUT_SWIGLU_GEMM=0.
 bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor);
 bool gate_up_swiglu_by_default();  // unless GPUSCOUT_SWIGLU_GEMM=0
+// Its epilogue: in place (SiLU * up from the accumulators while the tensor cores wait) or deferred
+// (gate and up staged as BF16, act written under the next tile's main loop). Bases 16-byte aligned.
+enum class SwigluEpilogue { in_place, deferred };
+SwigluEpilogue swiglu_epilogue_by_default();  // GPUSCOUT_SWIGLU_EPILOGUE=deferred or in-place (default)
 // False, launching nothing, where the kernel cannot run (another GPU, a shape it does not take).
 bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
-                           cudaStream_t stream);
+                           cudaStream_t stream, SwigluEpilogue epilogue = SwigluEpilogue::in_place);
 
 }  // namespace gpuscout::cuda::infer
