@@ -8,6 +8,7 @@
 # `gpuscout bench --only serve/prefill,serve/static --model llama-3.1-8b`. Earlier calls of the
 # session ran earlier forms of this script (bench/NOTES.md).
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=3 bash bench/run_swiglu_gemm_h200.sh
+# (KERNEL_BENCH=0: the kernel's checks without its timing.)
 # Needs $DIST/infer_gemm_test and $DIST/infer_engine_test. Writes $OUT/swiglu-gemm-ab.{txt,tar.gz}.
 set -u
 source bench/dist_env.sh
@@ -15,7 +16,9 @@ ab_begin swiglu-gemm-ab
 {
   "$bin" --version
   echo "== infer_gemm_test --swiglu --bench"
-  timeout 240 "$DIST/infer_gemm_test" --swiglu --bench
+  bench_flag=--bench
+  [ "${KERNEL_BENCH:-1}" = 0 ] && bench_flag=  # checks only
+  timeout 240 "$DIST/infer_gemm_test" --swiglu $bench_flag
   kernel_rc=$?
   echo "== exit $kernel_rc"
   engine_rc=0
