@@ -564,7 +564,7 @@ void test_swiglu_gemm(const cudaDeviceProp& prop) {
       char detail[128];
       std::snprintf(detail, sizeof detail, "worst error %.2f of its bound%s", worst,
                     guard ? "" : ", guard row written");
-      report(std::string("swiglu gemm ") + (epilogue == SwigluEpilogue::deferred ? "deferred " : "") +
+      report(std::string("swiglu gemm ") + (epilogue == SwigluEpilogue::deferred ? "deferred " : "in-place ") +
                  std::to_string(sh.rows) + " x " + std::to_string(sh.in) + " -> " + std::to_string(sh.ffn),
              ok && guard, detail);
     }
@@ -626,7 +626,7 @@ void test_swiglu_gemm_large(const cudaDeviceProp& prop) {
     const double rel_l2 = std::sqrt(diff2 / ref2), rms = std::sqrt(ref2 / static_cast<double>(a.size()));
     char detail[160];
     std::snprintf(detail, sizeof detail, "relative L2 %.2e, worst |diff| %.3g (rms %.3g)", rel_l2, worst, rms);
-    report(std::string("swiglu gemm ") + (epilogue == SwigluEpilogue::deferred ? "deferred " : "") +
+    report(std::string("swiglu gemm ") + (epilogue == SwigluEpilogue::deferred ? "deferred " : "in-place ") +
                "1000 x 4096 -> 14336 against cuBLASLt + SiLU",
            launched && rel_l2 < 1e-2 && worst < 0.1 * rms, detail);
   }
@@ -658,8 +658,8 @@ void bench_swiglu() {
     return 0.5 * (ms[9] + ms[10]);
   };
   std::printf(
-      "swiglu bench: shape rows | fused ms TFLOP/s | deferred ms TFLOP/s | cuBLASLt+SiLU ms TFLOP/s | cuBLASLt alone "
-      "ms | fused/unfused deferred/unfused\n");
+      "swiglu bench: shape rows | in-place ms TFLOP/s | deferred ms TFLOP/s | cuBLASLt+SiLU ms TFLOP/s | cuBLASLt "
+      "alone ms | in-place/unfused deferred/unfused\n");
   for (const Shape sh : {Shape{"8b", 4096, 14336}, Shape{"8b-tp2", 4096, 7168}, Shape{"70b-tp2", 8192, 14336}}) {
     const int max_rows = 16384;
     Dev<u16> x(static_cast<std::size_t>(max_rows) * sh.in), w(static_cast<std::size_t>(2) * sh.ffn * sh.in);
@@ -671,8 +671,10 @@ void bench_swiglu() {
     const UnfusedSwiglu plain{runner, cls, w.as<bf16>(), gu.as<bf16>(), sh.ffn};
     for (int rows : {256, 512, 1024, 2048, 4096, 8192, 16384}) {
       const double flop = 2.0 * rows * 2.0 * sh.ffn * sh.in;
-      const double fused = median_ms(
-          [&] { launch_gate_up_swiglu(x.as<bf16>(), rows, sh.in, w.as<bf16>(), sh.ffn, out.as<bf16>(), nullptr); });
+      const double fused = median_ms([&] {
+        launch_gate_up_swiglu(x.as<bf16>(), rows, sh.in, w.as<bf16>(), sh.ffn, out.as<bf16>(), nullptr,
+                              SwigluEpilogue::in_place);
+      });
       const double deferred = median_ms([&] {
         launch_gate_up_swiglu(x.as<bf16>(), rows, sh.in, w.as<bf16>(), sh.ffn, out.as<bf16>(), nullptr,
                               SwigluEpilogue::deferred);

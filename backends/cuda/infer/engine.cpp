@@ -1347,7 +1347,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.info.last_layer_pruned = options.prune_last_layer && env_switch_on("GPUSCOUT_PRUNE_LAST_LAYER");
   if (swiglu_gemm && !options.fp8_weights && options.fused_swiglu && gate_up_swiglu_by_default()) {
     e.info.mlp_gate_up =
-        swiglu_epilogue_by_default() == SwigluEpilogue::deferred ? "wgmma + swiglu, deferred" : "wgmma + swiglu";
+        swiglu_epilogue_by_default() == SwigluEpilogue::deferred ? "wgmma + swiglu" : "wgmma + swiglu, in place";
     e.info.swiglu_min_rows = kSwigluMinRows;
   }
   // Process-wide (kernels.hpp): the last engine created decides.

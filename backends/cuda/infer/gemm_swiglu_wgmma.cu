@@ -7,10 +7,11 @@
 // Design: cuBLASLt's tile shape (128 x 256 of the product per block, 64-wide k steps), written out
 // as CUTLASS's warp-specialized "cooperative" kernel. A persistent grid, one 384-thread block per SM.
 // Warpgroup 0 copies: one thread issues tensor copies of each k step of a tile, x [128 rows] and W's
-// 128 gate rows and the 128 matching up rows (48 KB, 128-byte swizzle), into a ring of four stages
+// 128 gate rows and the 128 matching up rows (48 KB, 128-byte swizzle), into a ring of stages
 // guarded by full/empty mbarriers. Warpgroups 1 and 2 each compute 64 rows of every tile, one
 // m64n256k16 wgmma per k16 step (both operands K-major from shared memory), so each thread's
-// accumulators hold its gate columns and their up partners, and write act. Tiles go out in groups of
+// accumulators hold its gate columns and their up partners; by default (the deferred epilogue, see
+// the kernel) act is written while the next tile's MMAs run. Tiles go out in groups of
 // kGroupM row tiles, so the blocks in flight share x and W in L2. (A ping-pong schedule, each MMA
 // warpgroup on alternate 128 x 128 tiles with its epilogue under the other's main loop, was 7-10%
 // slower at prefill sizes: it moves a third more bytes per FLOP; bench/NOTES.md, session 21.)
@@ -250,7 +251,7 @@ bool gate_up_swiglu_by_default() {
 SwigluEpilogue swiglu_epilogue_by_default() {
   static const SwigluEpilogue e = [] {
     const char* v = std::getenv("GPUSCOUT_SWIGLU_EPILOGUE");
-    return v != nullptr && std::strcmp(v, "deferred") == 0 ? SwigluEpilogue::deferred : SwigluEpilogue::in_place;
+    return v != nullptr && std::strcmp(v, "in-place") == 0 ? SwigluEpilogue::in_place : SwigluEpilogue::deferred;
   }();
   return e;
 }

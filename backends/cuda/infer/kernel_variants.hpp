@@ -82,9 +82,9 @@ bool gate_up_swiglu_by_default();  // unless GPUSCOUT_SWIGLU_GEMM=0
 // Its epilogue: in place (SiLU * up from the accumulators while the tensor cores wait) or deferred
 // (gate and up staged as BF16, act written under the next tile's main loop). Bases 16-byte aligned.
 enum class SwigluEpilogue { in_place, deferred };
-SwigluEpilogue swiglu_epilogue_by_default();  // GPUSCOUT_SWIGLU_EPILOGUE=deferred or in-place (default)
+SwigluEpilogue swiglu_epilogue_by_default();  // deferred, unless GPUSCOUT_SWIGLU_EPILOGUE=in-place
 // False, launching nothing, where the kernel cannot run (another GPU, a shape it does not take).
 bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
-                           cudaStream_t stream, SwigluEpilogue epilogue = SwigluEpilogue::in_place);
+                           cudaStream_t stream, SwigluEpilogue epilogue = SwigluEpilogue::deferred);
 
 }  // namespace gpuscout::cuda::infer
