@@ -100,6 +100,39 @@ TEST(Speed, PrunedLastLayerShortensPrefillOnly) {
   for (const auto& f : frameworks()) EXPECT_EQ(f.prunes_last_layer, f.key == "gpuscout") << f.key;
 }
 
+TEST(Speed, FusedSwigluDropsTheActivationKernelOfLargeBf16StepsOnHopper) {
+  // gpuscout's engine computes SiLU(gate) * up in the gate/up GEMM's epilogue for steps of 512+ tokens
+  // (BF16, compute capability 9.0): no activation op there, and one kernel (gap) less per layer.
+  auto fused = context("H200-SXM-141GB", "gpuscout");
+  fused.framework.prunes_last_layer = false;
+  ASSERT_EQ(fused.framework.fused_swiglu_min_tokens, 512);
+  auto unfused = fused;
+  unfused.framework.fused_swiglu_min_tokens = 0;
+  InferenceSetup s;
+  s.arch = catalog().get("llama-3.1-8b").arch;
+  s.weights = parse_quantization("bf16", "--precision");
+  auto activation_s = [&](const SpeedContext& c, int batch, int tokens) {
+    double seconds = -1;  // -1: no activation op
+    for (const auto& op : forward_step(c, s, batch, tokens, 0).ops) {
+      if (op.key == "activation") seconds = op.seconds;
+    }
+    return seconds;
+  };
+  EXPECT_EQ(activation_s(fused, 16, 512), -1);  // 8192 tokens
+  const double act = activation_s(unfused, 16, 512);
+  ASSERT_GT(act, 0);
+  const double gaps = 32 * fused.framework.eager_kernel_gap_us * 1e-6;  // one kernel per layer, eager step
+  EXPECT_NEAR(forward_step(unfused, s, 16, 512, 0).seconds - forward_step(fused, s, 16, 512, 0).seconds, act + gaps,
+              1e-12);
+  EXPECT_GT(activation_s(fused, 1, 511), 0);  // below the threshold
+  EXPECT_GT(activation_s(fused, 32, 1), 0);   // a decode step
+  auto ampere = context("A100-SXM4-80GB", "gpuscout");
+  EXPECT_GT(activation_s(ampere, 16, 512), 0);  // the kernel is sm_90a
+  s.weights = parse_quantization("fp8", "--precision");
+  EXPECT_GT(activation_s(fused, 16, 512), 0);  // FP8 weights keep cuBLASLt and the SiLU kernel
+  for (const auto& f : frameworks()) EXPECT_EQ(f.fused_swiglu_min_tokens > 0, f.key == "gpuscout") << f.key;
+}
+
 TEST(Speed, FlashEfficiencyScalesTheAttentionCoreOnly) {
   // A 32k-token prefill spends about a third of its FLOPs in causal attention: its compute time is
   // inversely proportional to the profile's flash_efficiency, and the GEMMs do not move.
