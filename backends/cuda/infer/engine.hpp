@@ -81,8 +81,8 @@ struct EngineOptions {
   bool prune_last_layer = true;
   // Steps of 512+ rows run the MLP's gate/up GEMM with SwiGLU in its epilogue (gemm_swiglu_wgmma.cu:
   // BF16 weights on compute capability 9.0; elsewhere ignored) instead of cuBLASLt and the SiLU * up
-  // kernel (on the H200 level with them or up to 2% faster in prefill steps, bench/NOTES.md, session
-  // 21). GPUSCOUT_SWIGLU_GEMM=0 turns it off (A/B runs).
+  // kernel (on one H200 the 8k prefill 1-2.5% faster, bench/NOTES.md, session 21).
+  // GPUSCOUT_SWIGLU_GEMM=0 turns it off (A/B runs).
   bool fused_swiglu = true;
 };
 
@@ -110,9 +110,9 @@ struct EngineInfo {
   // EngineOptions::prune_last_layer in effect (asked for, not turned off by the environment).
   bool last_layer_pruned = false;
   // The MLP's gate/up GEMM of steps of at least swiglu_min_rows rows: "wgmma + swiglu" (the GEMM with
-  // SwiGLU in its epilogue: EngineOptions::fused_swiglu, unless GPUSCOUT_SWIGLU_GEMM=0, where the
-  // GPUs and weights allow it), or
-  // "cublaslt, silu" (cuBLASLt's product, then the SiLU * up kernel), which smaller steps always take.
+  // SwiGLU in its epilogue, EngineOptions::fused_swiglu, where the GPUs and weights allow it; "...,
+  // in place" with GPUSCOUT_SWIGLU_EPILOGUE=in-place), or "cublaslt, silu" (cuBLASLt's product, then
+  // the SiLU * up kernel: the fused kernel off, and always for smaller steps; swiglu_min_rows 0).
   std::string mlp_gate_up = "cublaslt, silu";
   int swiglu_min_rows = 0;
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
