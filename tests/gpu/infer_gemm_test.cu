@@ -528,7 +528,7 @@ void test_swiglu_gemm(const cudaDeviceProp& prop) {
     int rows, in, ffn;
   };
   for (const Shape sh : {Shape{1, 64, 128}, Shape{5, 256, 384}, Shape{128, 128, 128}, Shape{200, 512, 128},
-                         Shape{257, 192, 256}, Shape{1100, 64, 128}, Shape{700, 1024, 384}})
+                         Shape{257, 192, 256}, Shape{1100, 64, 128}, Shape{700, 1024, 384}}) {
     for (const SwigluEpilogue epilogue : {SwigluEpilogue::in_place, SwigluEpilogue::deferred}) {
       const auto x = random_bf16(static_cast<std::size_t>(sh.rows) * sh.in);
       const auto w = random_bf16(static_cast<std::size_t>(2) * sh.ffn * sh.in);
@@ -568,6 +568,7 @@ void test_swiglu_gemm(const cudaDeviceProp& prop) {
                  std::to_string(sh.rows) + " x " + std::to_string(sh.in) + " -> " + std::to_string(sh.ffn),
              ok && guard, detail);
     }
+  }
   // Shapes it does not take are refused, launching nothing.
   Dev<u16> none(1);
   report("swiglu gemm refuses ffn 64 and k 96",
@@ -603,7 +604,6 @@ void test_swiglu_gemm_large(const cudaDeviceProp& prop) {
   Dev<u16> gu(static_cast<std::size_t>(rows) * 2 * ffn), fused(static_cast<std::size_t>(rows) * ffn), unfused(fused.n);
   fill_random(x.as<bf16>(), x.n, 1);
   fill_random(w.as<bf16>(), w.n, 2);
-  fused.upload(std::vector<u16>(fused.n, kPoison));
   const std::size_t ws_bytes = 32ull << 20;
   Dev<char> workspace(ws_bytes);
   GemmRunner runner(workspace.p, ws_bytes);
