@@ -14,8 +14,6 @@
 #include <cudaTypedefs.h>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
@@ -314,20 +312,7 @@ bool tma_block_size(int block_size) {
 // by a head-dim half (64 values: one 128-byte swizzle row). Its row count is the largest an int
 // coordinate reaches: copies read only the blocks the kernel names.
 CUtensorMap cache_tensor_map(const bf16* cache, int block_size) {
-  const auto encode = tensor_map_encoder();
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {kD, 0x7fffffffull};
-  const cuuint64_t strides[1] = {kD * sizeof(bf16)};
-  const cuuint32_t box[2] = {kD / 2, static_cast<cuuint32_t>(block_size)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(cache), dims, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("cuTensorMapEncodeTiled failed for the KV cache (error " +
-                             std::to_string(static_cast<int>(r)) + ")");
-  }
-  return map;
+  return bf16_tensor_map(cache, kD, 0x7fffffffull, kD / 2, static_cast<std::uint32_t>(block_size), "the KV cache");
 }
 
 template <bool kTma>

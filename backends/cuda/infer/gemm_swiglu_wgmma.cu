@@ -22,8 +22,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
@@ -218,25 +216,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// A row-major [outer, inner] BF16 matrix as a tensor map with boxes of `box_rows` rows by 64 values (one
-// 128-byte swizzle row).
-CUtensorMap matrix_tensor_map(const bf16* base, std::int64_t outer, int inner, int box_rows) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * sizeof(bf16)};
-  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r =
-      tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
-                           element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("cuTensorMapEncodeTiled failed for the gate/up GEMM (error " +
-                             std::to_string(static_cast<int>(r)) + ")");
-  }
-  return map;
-}
-
 }  // namespace
 
 bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor) {
@@ -273,8 +252,9 @@ bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_u
   }
   if (rows <= 0) return true;
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const CUtensorMap x_map = matrix_tensor_map(x, rows, in, kBM);
-  const CUtensorMap w_map = matrix_tensor_map(w_gate_up, 2 * static_cast<std::int64_t>(ffn), in, kOutputs);
+  // Boxes of one k step (64 values: a 128-byte swizzle row) by a tile's rows of x, or of W's gate or up rows.
+  const CUtensorMap x_map = bf16_tensor_map(x, in, rows, kBK, kBM, "the gate/up GEMM's x");
+  const CUtensorMap w_map = bf16_tensor_map(w_gate_up, in, 2ull * ffn, kBK, kOutputs, "the gate/up GEMM's W");
   const TileOrder order{(rows + kBM - 1) / kBM, ffn / kOutputs};
   const int grid = std::min(order.tiles_m * order.tiles_n, sms);
   if (epilogue == SwigluEpilogue::deferred) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
@@ -143,9 +144,11 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       : "memory");
 }
 
-// The driver's cuTensorMapEncodeTiled, found through the runtime (no -lcuda); throws where the driver
-// has none.
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+// A 2-D tensor map over BF16 rows (`inner` values each, row-major, `outer` rows) with boxes of box_inner
+// x box_outer values, swizzled by 128 bytes as wgmma reads them. The driver's cuTensorMapEncodeTiled is
+// found through the runtime (no -lcuda); throws, naming `what`, where it is missing or refuses.
+inline CUtensorMap bf16_tensor_map(const void* base, std::uint64_t inner, std::uint64_t outer, std::uint32_t box_inner,
+                                   std::uint32_t box_outer, const char* what) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -156,7 +159,19 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     }
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
-  return encode;
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {inner * 2};  // bytes from one row to the next
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error(std::string("cuTensorMapEncodeTiled failed for ") + what + " (error " +
+                             std::to_string(static_cast<int>(r)) + ")");
+  }
+  return map;
 }
 
 }  // namespace gpuscout::cuda::infer
