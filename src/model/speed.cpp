@@ -58,11 +58,19 @@ OpTime qkv_gemm(const SpeedContext& ctx, const workloads::ModelArch& arch, const
   return gemm_time(ctx, prec, "qkv", tokens, width, static_cast<double>(arch.hidden), weight_bytes, layers);
 }
 
-// Whether the framework computes SwiGLU in the gate/up GEMM's epilogue for a step of `tokens` tokens
-// (FrameworkProfile::fused_swiglu_min_tokens; the engine's kernel is BF16 on compute capability 9.0).
-bool fused_swiglu(const SpeedContext& ctx, const workloads::ModelArch& arch, Precision prec, double tokens) {
-  return ctx.framework.fused_swiglu_min_tokens > 0 && tokens >= ctx.framework.fused_swiglu_min_tokens &&
-         arch.gated_mlp && arch.activation == "silu" && prec == Precision::bf16 && ctx.gpu->compute_capability == "9.0";
+// Whether the framework computes SwiGLU in the gate/up GEMM's epilogue for a step of `tokens` tokens with
+// a per-GPU MLP width of `ffn` (FrameworkProfile::fused_swiglu_min_waves, or a run's min_tokens; the
+// engine's kernel is BF16 on compute capability 9.0, in 128-token x 128-output tiles).
+bool fused_swiglu(const SpeedContext& ctx, const workloads::ModelArch& arch, Precision prec, double tokens,
+                  double ffn) {
+  const auto& f = ctx.framework;
+  if (!arch.gated_mlp || arch.activation != "silu" || prec != Precision::bf16 || ctx.gpu->compute_capability != "9.0" ||
+      std::fmod(ffn, 128) != 0) {
+    return false;
+  }
+  if (f.fused_swiglu_min_tokens > 0) return tokens >= f.fused_swiglu_min_tokens;
+  if (f.fused_swiglu_min_waves <= 0 || !ctx.gpu->sm_count) return false;
+  return std::ceil(tokens / 128) * (ffn / 128) >= f.fused_swiglu_min_waves * ctx.gpu->sm_count->value;
 }
 
 void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::ModelArch& arch, const Parallelism& par,
@@ -105,7 +113,7 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     const double f = static_cast<double>(arch.ffn_hidden) / t;
     step.add(gemm_time(ctx, prec, "gate_up", tokens, gates * f, h, weight_bytes, layers * (1 - moe_share)));
     step.add(gemm_time(ctx, prec, "down", tokens, h, f, weight_bytes, layers * (1 - moe_share)));
-    if (!fused_swiglu(ctx, arch, prec, tokens)) {
+    if (!fused_swiglu(ctx, arch, prec, tokens, f)) {
       step.add(memory_time(ctx, "activation", 3 * tokens * f * kActivationBytes, layers * (1 - moe_share)));
     }
   }
@@ -159,7 +167,9 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     step.add(op);
   }
   OpTime gaps{"kernel_gaps", 0, 0, 0, "overhead"};
-  const double kernels = kKernelsPerLayer - (fused_swiglu(ctx, arch, prec, tokens) ? 1 : 0) + (par.tp > 1 ? 2 : 0);
+  const double ffn = static_cast<double>(arch.ffn_hidden) / t;
+  const bool fused = arch.is_moe() ? false : fused_swiglu(ctx, arch, prec, tokens, ffn);
+  const double kernels = kKernelsPerLayer - (fused ? 1 : 0) + (par.tp > 1 ? 2 : 0);
   gaps.seconds = kernels * layers * kernel_gap_us * 1e-6;
   step.add(gaps);
 }
@@ -188,7 +198,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
   for (auto& e : top.array_of_tables("framework")) {
     e.reject_unknown_keys({"key", "name", "step_overhead_ms", "kernel_gap_us", "cuda_graphs", "memory_fraction",
                            "tp_overlap", "dp_overlap", "prunes_last_layer", "flash_efficiency", "eager_kernel_gap_us",
-                           "fused_swiglu_min_tokens", "source"});
+                           "fused_swiglu_min_waves", "source"});
     FrameworkProfile f;
     f.key = e.required_string("key");
     e.set_entry(f.key);
@@ -203,7 +213,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
     f.dp_overlap = e.required_number("dp_overlap", 0, 1);
     f.prunes_last_layer = e.optional_bool("prunes_last_layer").value_or(false);
     if (e.has("flash_efficiency")) f.flash_efficiency = e.required_number("flash_efficiency", 0.01, 1);
-    if (e.has("fused_swiglu_min_tokens")) f.fused_swiglu_min_tokens = e.required_number("fused_swiglu_min_tokens", 0);
+    if (e.has("fused_swiglu_min_waves")) f.fused_swiglu_min_waves = e.required_number("fused_swiglu_min_waves", 0);
     f.source = e.required_string("source");
     out.push_back(std::move(f));
   }

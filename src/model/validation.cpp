@@ -301,8 +301,10 @@ std::optional<MeasuredLoad> measured_load(const results::ResultSet& set, const r
   m.ctx.framework = framework;
   // The engine as it ran: files from before the pruned last layer (session 16) do not say so.
   m.ctx.framework.prunes_last_layer = engine->params.value("last_layer_pruned", false);
-  // And its gate/up GEMM: files from before the fused SwiGLU kernel (session 21) carry no swiglu_min_rows.
+  // And its gate/up GEMM: files from before the fused SwiGLU kernel (session 21) carry no swiglu_min_rows,
+  // and ran without it.
   m.ctx.framework.fused_swiglu_min_tokens = engine->params.value("swiglu_min_rows", 0.0);
+  m.ctx.framework.fused_swiglu_min_waves = 0;
   m.setup.arch = info.arch;
   m.setup.par.tp = load.params.value("tp", std::int64_t{1});
   m.setup.weights = parse_quantization(load.params.value("dtype", "bf16"), "dtype");

@@ -101,13 +101,14 @@ TEST(Speed, PrunedLastLayerShortensPrefillOnly) {
 }
 
 TEST(Speed, FusedSwigluDropsTheActivationKernelOfLargeBf16StepsOnHopper) {
-  // gpuscout's engine computes SiLU(gate) * up in the gate/up GEMM's epilogue for steps of 512+ tokens
-  // (BF16, compute capability 9.0): no activation op there, and one kernel (gap) less per layer.
+  // gpuscout's engine computes SiLU(gate) * up in the gate/up GEMM's epilogue for steps whose 128 x
+  // 128-output tiles fill 6 waves over the SMs (BF16, compute capability 9.0): no activation op there,
+  // and one kernel (gap) less per layer.
   auto fused = context("H200-SXM-141GB", "gpuscout");
   fused.framework.prunes_last_layer = false;
-  ASSERT_EQ(fused.framework.fused_swiglu_min_tokens, 512);
+  ASSERT_EQ(fused.framework.fused_swiglu_min_waves, 6);
   auto unfused = fused;
-  unfused.framework.fused_swiglu_min_tokens = 0;
+  unfused.framework.fused_swiglu_min_waves = 0;
   InferenceSetup s;
   s.arch = catalog().get("llama-3.1-8b").arch;
   s.weights = parse_quantization("bf16", "--precision");
@@ -124,13 +125,21 @@ TEST(Speed, FusedSwigluDropsTheActivationKernelOfLargeBf16StepsOnHopper) {
   const double gaps = 32 * fused.framework.eager_kernel_gap_us * 1e-6;  // one kernel per layer, eager step
   EXPECT_NEAR(forward_step(unfused, s, 16, 512, 0).seconds - forward_step(fused, s, 16, 512, 0).seconds, act + gaps,
               1e-12);
-  EXPECT_GT(activation_s(fused, 1, 511), 0);  // below the threshold
-  EXPECT_GT(activation_s(fused, 32, 1), 0);   // a decode step
+  // Llama-3.1-8B's 14336 outputs are 112 tiles wide; 6 waves of the H200's 132 SMs are 792 tiles:
+  // 8 row tiles (1024 tokens) reach it, 7 (896) do not.
+  EXPECT_EQ(activation_s(fused, 1, 1024), -1);
+  EXPECT_GT(activation_s(fused, 1, 896), 0);
+  // A run's own threshold (validation, from its record) decides where it is given.
+  auto run = unfused;
+  run.framework.fused_swiglu_min_tokens = 512;
+  EXPECT_EQ(activation_s(run, 1, 600), -1);
+  EXPECT_GT(activation_s(run, 1, 511), 0);
+  EXPECT_GT(activation_s(fused, 32, 1), 0);  // a decode step
   auto ampere = context("A100-SXM4-80GB", "gpuscout");
   EXPECT_GT(activation_s(ampere, 16, 512), 0);  // the kernel is sm_90a
   s.weights = parse_quantization("fp8", "--precision");
   EXPECT_GT(activation_s(fused, 16, 512), 0);  // FP8 weights keep cuBLASLt and the SiLU kernel
-  for (const auto& f : frameworks()) EXPECT_EQ(f.fused_swiglu_min_tokens > 0, f.key == "gpuscout") << f.key;
+  for (const auto& f : frameworks()) EXPECT_EQ(f.fused_swiglu_min_waves > 0, f.key == "gpuscout") << f.key;
 }
 
 TEST(Speed, FlashEfficiencyScalesTheAttentionCoreOnly) {

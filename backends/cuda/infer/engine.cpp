@@ -73,10 +73,6 @@ constexpr std::size_t kAlign = 256;  // cuBLASLt's default operand alignment ass
 constexpr std::size_t kLtWorkspaceBytes = 32ull << 20;
 constexpr int kDefaultMaxContext = 32768;
 constexpr double kGB = 1e9;
-// Steps of at least this many rows take the gate/up GEMM with SwiGLU in its epilogue where the engine
-// has it; smaller ones (decode batches, the pruned last layer's sampling rows) cuBLASLt and SiLU. Alone
-// it was within a few percent of the two kernels from 256 rows on (bench/NOTES.md, session 21).
-constexpr int kSwigluMinRows = 512;
 
 std::size_t align_up(std::size_t v, std::size_t a) {
   return (v + a - 1) / a * a;
@@ -1315,6 +1311,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   int device_count = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDeviceCount(&device_count));
   bool pdl_capable = true, prefill_wgmma = prefill_attention_wgmma_by_default(), swiglu_gemm = true;
+  int min_sms = std::numeric_limits<int>::max();
   for (std::size_t i = 0; i < options.gpus.size(); ++i) {
     const int g = options.gpus[i];
     if (g < 0 || g >= device_count) {
@@ -1335,6 +1332,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     prefill_wgmma = prefill_wgmma && prefill_attention_wgmma_supported(config.head_dim, prop.major, prop.minor);
     swiglu_gemm =
         swiglu_gemm && gate_up_swiglu_supported(config.hidden, config.ffn_hidden / e.tp, prop.major, prop.minor);
+    min_sms = std::min(min_sms, prop.multiProcessorCount);
     if (options.fp8_weights && prop.major * 10 + prop.minor < 89) {
       throw gpuscout::UsageError(
           fmt::format("GPU {} ({}, compute capability {}.{}) has no FP8 tensor cores: FP8 weights need compute "
@@ -1348,7 +1346,9 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   if (swiglu_gemm && !options.fp8_weights && options.fused_swiglu && gate_up_swiglu_by_default()) {
     e.info.mlp_gate_up =
         swiglu_epilogue_by_default() == SwigluEpilogue::deferred ? "wgmma + swiglu" : "wgmma + swiglu, in place";
-    e.info.swiglu_min_rows = kSwigluMinRows;
+    e.info.swiglu_min_rows = options.fused_swiglu_min_rows > 0
+                                 ? options.fused_swiglu_min_rows
+                                 : gate_up_swiglu_min_rows(config.ffn_hidden / e.tp, min_sms);
   }
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;

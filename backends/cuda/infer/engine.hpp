@@ -79,11 +79,15 @@ struct EngineOptions {
   // step whose prompt chunks complete no prompt). Exact: the same tokens and logits.
   // GPUSCOUT_PRUNE_LAST_LAYER=0 turns it off (A/B runs).
   bool prune_last_layer = true;
-  // Steps of 512+ rows run the MLP's gate/up GEMM with SwiGLU in its epilogue (gemm_swiglu_wgmma.cu:
+  // Large steps run the MLP's gate/up GEMM with SwiGLU in its epilogue (gemm_swiglu_wgmma.cu:
   // BF16 weights on compute capability 9.0; elsewhere ignored) instead of cuBLASLt and the SiLU * up
-  // kernel (on one H200 the 8k prefill 1-2.5% faster, bench/NOTES.md, session 21).
+  // kernel (on one H200 the 8k prefill 1-2.5% faster, bench/NOTES.md, session 21): steps of at least
+  // EngineInfo::swiglu_min_rows rows (gate_up_swiglu_min_rows: 1024 for Llama-3.1-8B on an H200).
   // GPUSCOUT_SWIGLU_GEMM=0 turns it off (A/B runs).
   bool fused_swiglu = true;
+  // Tests only: the row count from which it runs instead of the rule's (> 0), so that small models'
+  // steps reach it.
+  int fused_swiglu_min_rows = 0;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses

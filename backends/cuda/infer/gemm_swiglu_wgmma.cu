@@ -222,6 +222,12 @@ bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor) {
   return cc_major == 9 && cc_minor == 0 && in > 0 && in % kBK == 0 && ffn > 0 && ffn % kOutputs == 0;
 }
 
+int gate_up_swiglu_min_rows(int ffn, int sms) {
+  const int output_tiles = std::max(ffn / kOutputs, 1);
+  const int row_tiles = (kSwigluMinWaves * sms + output_tiles - 1) / output_tiles;
+  return std::max(row_tiles, 1) * kBM;
+}
+
 bool gate_up_swiglu_by_default() {
   static const bool on = env_switch_on("GPUSCOUT_SWIGLU_GEMM");
   return on;

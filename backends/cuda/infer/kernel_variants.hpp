@@ -75,10 +75,15 @@ bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_c
 // The MLP's gate/up GEMM with SwiGLU fused into its epilogue (gemm_swiglu_wgmma.cu, compute
 // capability 9.0 only): out[r, i] = silu(x W_gate^T)[r, i] * (x W_up^T)[r, i] for W_gate_up [2 ffn, in]
 // (gate rows, then up rows) and x [rows, in], both row-major BF16; out [rows, ffn]. Needs in % 64 == 0
-// and ffn % 128 == 0. The engine uses it for prefill-sized steps (EngineOptions::fused_swiglu) unless
-// GPUSCOUT_SWIGLU_GEMM=0.
+// and ffn % 128 == 0. The engine uses it for steps of gate_up_swiglu_min_rows or more
+// (EngineOptions::fused_swiglu) unless GPUSCOUT_SWIGLU_GEMM=0.
 bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor);
 bool gate_up_swiglu_by_default();  // unless GPUSCOUT_SWIGLU_GEMM=0
+// The fewest rows from which the engine takes it: enough 128 x 128-output tiles for kSwigluMinWaves
+// waves over the GPU's `sms` SMs. Below that its tiles' last wave leaves too many SMs idle: it lost
+// 3-20% to cuBLASLt + SiLU at 448 tiles (3.4 waves) and won at 896 (bench/NOTES.md, session 21).
+constexpr int kSwigluMinWaves = 6;
+int gate_up_swiglu_min_rows(int ffn, int sms);
 // Its epilogue: in place (SiLU * up from the accumulators while the tensor cores wait) or deferred
 // (gate and up staged as BF16, act written under the next tile's main loop). Bases 16-byte aligned.
 enum class SwigluEpilogue { in_place, deferred };

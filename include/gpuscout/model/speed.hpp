@@ -34,9 +34,12 @@ struct FrameworkProfile {
   // A step with prefill finishes the last decoder layer for the sampled rows only (K/V for every
   // row): gpuscout's engine (EngineOptions::prune_last_layer). Optional in the file, default false.
   bool prunes_last_layer = false;
-  // Steps of at least this many tokens compute SiLU(gate) * up in the gate/up GEMM's epilogue, so no
-  // separate activation kernel reads the [tokens, 2 ffn] product back: gpuscout's engine on compute
-  // capability 9.0 with BF16 weights (EngineOptions::fused_swiglu). 0: never (the file's default).
+  // Large steps compute SiLU(gate) * up in the gate/up GEMM's epilogue, so no separate activation kernel
+  // reads the [tokens, 2 ffn] product back: gpuscout's engine on compute capability 9.0 with BF16
+  // weights (EngineOptions::fused_swiglu), for steps whose 128-token x 128-output tiles fill at least
+  // fused_swiglu_min_waves waves over the GPU's SMs (0: never, the file's default). A run's own
+  // threshold, where validation knows it, is fused_swiglu_min_tokens (> 0: it decides; not in the file).
+  double fused_swiglu_min_waves = 0;
   double fused_swiglu_min_tokens = 0;
   // The attention core's FLOP rate as a fraction of a same-m GEMM's (the calibrated efficiency curve).
   // Optional in the file; 0.8 (an assumption for FlashAttention kernels) when absent.
