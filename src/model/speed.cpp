@@ -168,7 +168,7 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
   }
   OpTime gaps{"kernel_gaps", 0, 0, 0, "overhead"};
   const double ffn = static_cast<double>(arch.ffn_hidden) / t;
-  const bool fused = arch.is_moe() ? false : fused_swiglu(ctx, arch, prec, tokens, ffn);
+  const bool fused = !arch.is_moe() && fused_swiglu(ctx, arch, prec, tokens, ffn);
   const double kernels = kKernelsPerLayer - (fused ? 1 : 0) + (par.tp > 1 ? 2 : 0);
   gaps.seconds = kernels * layers * kernel_gap_us * 1e-6;
   step.add(gaps);
