@@ -242,13 +242,13 @@ __global__ void __launch_bounds__(kThreads, 2)
       float s[kBk / 2], alpha[2];
       std::uint32_t pa[kBk / 16][4];  // P of the tile (BF16 A fragments)
       issue_s(tile, s);
-      wgmma_wait_all();
+      wgmma_wait<0>();
       fence_registers(s);
       softmax(tile, s, pa, alpha);
       rescale_o(alpha);
       fence_registers(o);
       issue_pv(tile, pa);
-      wgmma_wait_all();
+      wgmma_wait<0>();
       fence_registers(o);
       fence_registers(pa);
     }

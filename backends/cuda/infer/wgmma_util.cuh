@@ -28,9 +28,6 @@ __device__ __forceinline__ void wgmma_fence() {
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void wgmma_wait_all() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMAs.
 template <int N>
 __device__ __forceinline__ void fence_registers(float (&r)[N]) {
