@@ -1,0 +1,384 @@
+// A decode step's whole MLP in one persistent kernel (sm_90a): y = (silu(xn W_gate^T) * (xn W_up^T))
+// W_down^T (+ y), for up to kDecodeMlpMaxRows rows of xn (the normed residual stream).
+//
+// Why: at batch 32 the MLP is bound by streaming its weights (352 MB per layer for Llama-3.1-8B), but
+// the unfused path is three kernels (cuBLASLt gate/up, SiLU * up, cuBLASLt down), and each boundary
+// costs a drain, a launch and a ramp in which HBM idles; cuBLASLt's kernels do not start under
+// programmatic launch (bench/NOTES.md, sessions 12 and 15). Here one grid of one block per SM stays
+// resident through both GEMMs: the copy warp streams gate/up weights before the RMSNorm kernel ahead of
+// it has finished, and the down projection's weights while the last gate/up tiles finish, so HBM is
+// never left waiting on a kernel boundary; act is written once (0.9 MB, through L2).
+//
+// Both GEMMs put W on wgmma's M side and the few rows of x on N (n = 32): each block takes units of
+// 64 W rows x all of k, stage by stage (a 64-wide k step of two 64-row W tiles and x's 32 rows: 20 KB,
+// 128-byte swizzle, a ring of 10 stages filled by tensor copies). One MMA warpgroup computes a stage
+// with m64n32k16 wgmmas into two 64 x 32 FP32 accumulators.
+//   Phase 1 (gate/up): unit u is gate rows [64u, 64u + 64) and the matching up rows, so each thread
+//   holds every gate value next to its up partner; gate and up are rounded to BF16 (as the unfused
+//   path's product is) and act = silu(gate) * up goes to global memory.
+//   Grid barrier: a block's act stores are released with a counter; a block's copy warp issues the
+//   down phase's W copies into the free stages at once, but act's copies only once every block has
+//   arrived.
+//   Phase 2 (down): unit v is 128 outputs x one of `splits` parts of k; each writes FP32 partials and
+//   the last of a tile's parts to finish (a counter) adds them in part order (deterministic) and the
+//   residual, and writes y.
+// The counters end every launch at zero. The spin on the grid barrier needs every block resident at
+// once: the grid is the SM count times the blocks that fit an SM, and the kernel never triggers its
+// dependents early, so a kernel after it cannot take an SM before all its blocks run. A spin that
+// outlasts ~10 s traps (a launch error, not a hang).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpuscout/cuda/check.hpp"
+#include "kernel_util.cuh"
+#include "kernel_variants.hpp"
+#include "kernels.hpp"
+#include "wgmma_util.cuh"
+
+namespace gpuscout::cuda::infer {
+
+namespace {
+
+constexpr int kN = kDecodeMlpMaxRows;                   // x rows per stage: wgmma's n
+constexpr int kBK = 64;                                 // k per stage: one 128-byte swizzle row
+constexpr int kWRows = 64;                              // one wgmma's M
+constexpr int kWTileBytes = kWRows * kBK * 2;           // 8 KB
+constexpr int kXBytes = kN * kBK * 2;                   // 4 KB
+constexpr int kStageBytes = 2 * kWTileBytes + kXBytes;  // 20 KB (a multiple of the 1024-byte swizzle atom)
+constexpr int kStages = 10;
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;
+constexpr int kThreads = 160;             // the MMA warpgroup (warps 0-3) and the copy warp (warp 4)
+constexpr int kDownOutputs = 2 * kWRows;  // outputs per down unit
+constexpr int kMaxSplits = 8;
+constexpr unsigned kSpinLimit = 1u << 27;  // x ~100 ns per poll: ~10 s
+
+// D (64 x 32, FP32) = A (64 x 16) B (16 x 32), both K-major in shared memory; D += when accumulate != 0.
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], std::uint64_t a, std::uint64_t b, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "r"(accumulate));
+#endif
+}
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Generic-proxy stores (act) before async-proxy reads (other blocks' tensor copies) of global memory.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+struct Params {
+  bf16* act;           // [rows, ffn]
+  bf16* y;             // [rows, hidden]: the residual stream, added to unless !accumulate
+  float* partials;     // [splits][kN][hidden]
+  unsigned* counters;  // [0] blocks past phase 1, [1] blocks done, [2 + t] parts of down tile t done
+  int rows, hidden, ffn;
+  int gate_up_units, k1_steps;  // ffn / 64 units of hidden / 64 steps
+  int down_tiles, splits, k2_steps;
+  int accumulate;
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    decode_mlp_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap act_map,
+                      const __grid_constant__ CUtensorMap w_gate_up_map, const __grid_constant__ CUtensorMap w_down_map,
+                      Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ std::uint64_t full[kStages], empty[kStages];
+  __shared__ int last_part;
+  unsigned char* stages = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&full[i], 1);
+      mbar_init(&empty[i], 1);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int down_units = p.down_tiles * p.splits;
+  auto part_steps = [&](int part, int& first) {
+    first = part * p.k2_steps / p.splits;
+    return (part + 1) * p.k2_steps / p.splits - first;
+  };
+
+  if (warp == 4) {  // the copy warp: one thread issues every tensor copy
+    if (lane != 0) return;
+    int it = 0;
+    // Stage uses whose W copies are issued but whose x copy waits for its input (the kernel before,
+    // or the grid barrier): at most one ring's worth, since no stage frees before its x lands.
+    int pending_slot[kStages], pending_k[kStages], pending = 0;
+    auto flush = [&](const CUtensorMap* map) {
+      for (int i = 0; i < pending; ++i) {
+        tma_load_2d(stages + pending_slot[i] * kStageBytes + 2 * kWTileBytes, map, pending_k[i], 0,
+                    &full[pending_slot[i]]);
+      }
+      pending = 0;
+    };
+    auto load_stage = [&](const CUtensorMap* w_map, int w_row0, int w_row1, int k, const CUtensorMap* x_map_,
+                          bool x_ready) {
+      const int s = it % kStages;
+      if (it >= kStages) mbar_wait_parity(&empty[s], ((it / kStages) - 1) & 1);
+      unsigned char* stage = stages + s * kStageBytes;
+      mbar_arrive_expect_tx(&full[s], kStageBytes);
+      tma_load_2d(stage, w_map, k, w_row0, &full[s]);
+      tma_load_2d(stage + kWTileBytes, w_map, k, w_row1, &full[s]);
+      ++it;
+      if (x_ready) {
+        tma_load_2d(stage + 2 * kWTileBytes, x_map_, k, 0, &full[s]);
+        return false;
+      }
+      pending_slot[pending] = s;
+      pending_k[pending] = k;
+      return ++pending == kStages;  // the ring is full: x must come before anything else can
+    };
+    bool ready = false;
+    auto open_phase1 = [&] {
+      pdl_wait();  // xn is the RMSNorm kernel's output
+      ready = true;
+      flush(&x_map);
+    };
+    for (int u = blockIdx.x; u < p.gate_up_units; u += gridDim.x) {
+      for (int ks = 0; ks < p.k1_steps; ++ks) {
+        if (load_stage(&w_gate_up_map, u * kWRows, p.ffn + u * kWRows, ks * kBK, &x_map, ready)) open_phase1();
+      }
+    }
+    if (!ready) open_phase1();
+    ready = false;
+    auto open_phase2 = [&] {
+      const unsigned* arrived = p.counters;
+      unsigned spins = 0;
+      while (load_acquire(arrived) < gridDim.x) {
+        __nanosleep(64);
+        if (++spins > kSpinLimit) __trap();
+      }
+      fence_proxy_async_global();
+      ready = true;
+      flush(&act_map);
+    };
+    for (int v = blockIdx.x; v < down_units; v += gridDim.x) {
+      const int tile = v % p.down_tiles, part = v / p.down_tiles;
+      int first = 0;
+      const int steps = part_steps(part, first);
+      for (int ks = first; ks < first + steps; ++ks) {
+        if (load_stage(&w_down_map, tile * kDownOutputs, tile * kDownOutputs + kWRows, ks * kBK, &act_map, ready)) {
+          open_phase2();
+        }
+      }
+    }
+    if (pending > 0) open_phase2();  // a block with no down unit never waits at the barrier
+    return;
+  }
+
+  // The MMA warpgroup.
+  pdl_wait();  // y (the residual) was written before the kernel ahead of this one
+  const int t = threadIdx.x;
+  const std::uint32_t stages_addr = smem_addr(stages);
+  float acc0[16], acc1[16];
+  int it = 0;
+  auto mma_steps = [&](int steps) {
+    for (int ks = 0; ks < steps; ++ks, ++it) {
+      const int s = it % kStages;
+      mbar_wait_parity(&full[s], (it / kStages) & 1);
+      const std::uint32_t a0 = stages_addr + s * kStageBytes, a1 = a0 + kWTileBytes, b = a0 + 2 * kWTileBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        const int accumulate = ks > 0 || kk > 0;
+        wgmma_m64n32k16_ss(acc0, smem_desc(a0 + kk * 32, 16, 1024), smem_desc(b + kk * 32, 16, 1024), accumulate);
+        wgmma_m64n32k16_ss(acc1, smem_desc(a1 + kk * 32, 16, 1024), smem_desc(b + kk * 32, 16, 1024), accumulate);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the step before's MMAs are done: release its stage
+      if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+    }
+    wgmma_wait<0>();
+    fence_registers(acc0);
+    fence_registers(acc1);
+    if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+  };
+  auto warpgroup_sync = [] { asm volatile("bar.sync 1, 128;\n" ::: "memory"); };
+  // Accumulator layout (m64n32): element 4c + e is W row warp * 16 + lane / 4 (+ 8 for e >= 2) and x
+  // row 8c + 2 (lane % 4) + (e & 1).
+  const int w_row = warp * 16 + lane / 4;
+  for (int u = blockIdx.x; u < p.gate_up_units; u += gridDim.x) {
+    mma_steps(p.k1_steps);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 8 * c + 2 * (lane % 4) + (e & 1);
+        if (r >= p.rows) continue;
+        const float g = __bfloat162float(__float2bfloat16_rn(acc0[4 * c + e]));
+        const float up = __bfloat162float(__float2bfloat16_rn(acc1[4 * c + e]));
+        p.act[static_cast<std::int64_t>(r) * p.ffn + u * kWRows + w_row + (e >= 2 ? 8 : 0)] =
+            __float2bfloat16_rn(silu(g) * up);
+      }
+    }
+  }
+  // The grid barrier's arrival: this block's act is written.
+  fence_proxy_async_global();
+  warpgroup_sync();
+  if (t == 0) {
+    __threadfence();
+    atomicAdd(p.counters, 1u);
+  }
+  for (int v = blockIdx.x; v < down_units; v += gridDim.x) {
+    const int tile = v % p.down_tiles, part = v / p.down_tiles;
+    int first = 0;
+    mma_steps(part_steps(part, first));
+    float* partial = p.partials + static_cast<std::int64_t>(part) * kN * p.hidden + tile * kDownOutputs;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 8 * c + 2 * (lane % 4) + (e & 1);
+        if (r >= p.rows) continue;
+        const int o = w_row + (e >= 2 ? 8 : 0);
+        partial[static_cast<std::int64_t>(r) * p.hidden + o] = acc0[4 * c + e];
+        partial[static_cast<std::int64_t>(r) * p.hidden + kWRows + o] = acc1[4 * c + e];
+      }
+    }
+    warpgroup_sync();
+    if (t == 0) {
+      __threadfence();
+      const unsigned done = atomicAdd(p.counters + 2 + tile, 1u);
+      last_part = done == static_cast<unsigned>(p.splits - 1);
+      if (last_part) {
+        p.counters[2 + tile] = 0;
+        __threadfence();
+      }
+    }
+    warpgroup_sync();
+    if (last_part) {
+      // The tile's rows x 128 outputs, four at a time: parts summed in order, then the residual.
+      for (int i = t; i < p.rows * kDownOutputs / 4; i += 128) {
+        const int r = i / (kDownOutputs / 4), o = tile * kDownOutputs + (i % (kDownOutputs / 4)) * 4;
+        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int q = 0; q < p.splits; ++q) {
+          const float4 v4 = __ldcg(
+              reinterpret_cast<const float4*>(p.partials + (static_cast<std::int64_t>(q) * kN + r) * p.hidden + o));
+          sum.x += v4.x;
+          sum.y += v4.y;
+          sum.z += v4.z;
+          sum.w += v4.w;
+        }
+        __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(p.y + static_cast<std::int64_t>(r) * p.hidden + o);
+        if (p.accumulate) {
+          const float2 r0 = __bfloat1622float2(dst[0]), r1 = __bfloat1622float2(dst[1]);
+          sum.x += r0.x;
+          sum.y += r0.y;
+          sum.z += r1.x;
+          sum.w += r1.y;
+        }
+        dst[0] = __floats2bfloat162_rn(sum.x, sum.y);
+        dst[1] = __floats2bfloat162_rn(sum.z, sum.w);
+      }
+    }
+  }
+  // The last block out leaves the barrier's counters at zero for the next launch. Every block's copy
+  // warp that waited at the barrier has passed it: its MMAs needed the copies it issued after.
+  if (t == 0 && atomicAdd(p.counters + 1, 1u) == gridDim.x - 1) {
+    p.counters[0] = 0;
+    p.counters[1] = 0;
+    __threadfence();
+  }
+#else
+  __trap();  // built for sm_90a only; the host side launches it nowhere else
+#endif
+}
+
+}  // namespace
+
+bool decode_mlp_supported(int hidden, int ffn, int cc_major, int cc_minor) {
+  return cc_major == 9 && cc_minor == 0 && hidden > 0 && hidden % kDownOutputs == 0 && ffn > 0 && ffn % kWRows == 0;
+}
+
+bool decode_mlp_by_default() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPUSCOUT_DECODE_MLP");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+std::size_t decode_mlp_partial_floats(int hidden) {
+  return static_cast<std::size_t>(kMaxSplits) * kN * static_cast<std::size_t>(hidden);
+}
+
+int decode_mlp_counter_count(int hidden) {
+  return 2 + hidden / kDownOutputs;
+}
+
+bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_up, int ffn, const bf16* w_down,
+                       bf16* act, bf16* y, bool accumulate, const DecodeMlpWorkspace& ws, cudaStream_t stream) {
+  int device = 0, major = 0, minor = 0, sms = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (!decode_mlp_supported(hidden, ffn, major, minor) || rows > kN) return false;
+  // Tensor copies need 16-byte-aligned bases; the reduction's 8-byte stores, 8-byte-aligned y.
+  if ((reinterpret_cast<std::uintptr_t>(xn) | reinterpret_cast<std::uintptr_t>(w_gate_up) |
+       reinterpret_cast<std::uintptr_t>(w_down) | reinterpret_cast<std::uintptr_t>(act) |
+       reinterpret_cast<std::uintptr_t>(ws.partials)) %
+              16 !=
+          0 ||
+      reinterpret_cast<std::uintptr_t>(y) % 8 != 0) {
+    return false;
+  }
+  if (ws.partials == nullptr || ws.partial_floats < decode_mlp_partial_floats(hidden) || ws.counters == nullptr ||
+      ws.counter_count < decode_mlp_counter_count(hidden)) {
+    return false;
+  }
+  if (rows <= 0) return true;
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(decode_mlp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  int per_sm = 0;
+  GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_mlp_kernel, kThreads, kSmemBytes));
+  if (per_sm < 1) return false;
+
+  Params p{};
+  p.act = act;
+  p.y = y;
+  p.partials = ws.partials;
+  p.counters = ws.counters;
+  p.rows = rows;
+  p.hidden = hidden;
+  p.ffn = ffn;
+  p.gate_up_units = ffn / kWRows;
+  p.k1_steps = hidden / kBK;
+  p.down_tiles = hidden / kDownOutputs;
+  p.k2_steps = ffn / kBK;
+  p.accumulate = accumulate ? 1 : 0;
+  // Every block resident at once (the grid barrier), and no more blocks than units of work.
+  const int grid = std::min(sms * per_sm, std::max(p.gate_up_units, p.down_tiles));
+  // Down parts: enough units to give every block one, as far as k allows.
+  p.splits = std::clamp(grid / p.down_tiles, 1, std::min(kMaxSplits, p.k2_steps));
+
+  // Boxes of one k step by 32 rows of x or act (rows past `rows` read as zeros) or 64 rows of W.
+  const CUtensorMap x_map = bf16_tensor_map(xn, hidden, rows, kBK, kN, "the decode MLP's x");
+  const CUtensorMap act_map = bf16_tensor_map(act, ffn, rows, kBK, kN, "the decode MLP's act");
+  const CUtensorMap w_gate_up_map =
+      bf16_tensor_map(w_gate_up, hidden, 2ull * ffn, kBK, kWRows, "the decode MLP's gate/up W");
+  const CUtensorMap w_down_map = bf16_tensor_map(w_down, ffn, hidden, kBK, kWRows, "the decode MLP's down W");
+  launch_kernel(decode_mlp_kernel, static_cast<unsigned>(grid), kThreads, kSmemBytes, stream, x_map, act_map,
+                w_gate_up_map, w_down_map, p);
+  GPUSCOUT_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace gpuscout::cuda::infer
