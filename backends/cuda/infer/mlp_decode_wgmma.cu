@@ -9,23 +9,24 @@
 // it has finished, and the down projection's weights while the last gate/up tiles finish, so HBM is
 // never left waiting on a kernel boundary; act is written once (0.9 MB, through L2).
 //
-// Both GEMMs put W on wgmma's M side and the few rows of x on N (n = 32): each block takes units of
-// 64 W rows x all of k, stage by stage (a 64-wide k step of two 64-row W tiles and x's 32 rows: 20 KB,
-// 128-byte swizzle, a ring of 10 stages filled by tensor copies). One MMA warpgroup computes a stage
-// with m64n32k16 wgmmas into two 64 x 32 FP32 accumulators.
-//   Phase 1 (gate/up): unit u is gate rows [64u, 64u + 64) and the matching up rows, so each thread
-//   holds every gate value next to its up partner; gate and up are rounded to BF16 (as the unfused
-//   path's product is) and act = silu(gate) * up goes to global memory.
-//   Grid barrier: a block's act stores are released with a counter; a block's copy warp issues the
-//   down phase's W copies into the free stages at once, but act's copies only once every block has
-//   arrived.
-//   Phase 2 (down): unit v is 128 outputs x one of `splits` parts of k; each writes FP32 partials and
-//   the last of a tile's parts to finish (a counter) adds them in part order (deterministic) and the
-//   residual, and writes y.
-// The counters end every launch at zero. The spin on the grid barrier needs every block resident at
-// once: the grid is the SM count times the blocks that fit an SM, and the kernel never triggers its
-// dependents early, so a kernel after it cannot take an SM before all its blocks run. A spin that
-// outlasts ~10 s traps (a launch error, not a hang).
+// Both GEMMs put W on wgmma's M side and the few rows of x on N (n = 32). Work comes in units of
+// 64 or 128 W rows x a range of k, taken off a queue (an atomic counter) by each block's copy warp,
+// whose one thread streams a unit stage by stage (a 64-wide k step of two 64-row W tiles and x's 32
+// rows: 20 KB, 128-byte swizzle, a ring of 10 stages filled by tensor copies). One MMA warpgroup
+// computes a stage with m64n32k16 wgmmas into two 64 x 32 FP32 accumulators.
+//   Gate/up units first: unit u is gate rows [64u, 64u + 64) and the matching up rows over all of k,
+//   so each thread holds every gate value next to its up partner; gate and up are rounded to BF16 (as
+//   the unfused path's product is), act = silu(gate) * up goes to global memory, and u's flag is set:
+//   act's columns [64u, 64u + 64) are the down projection's k step u.
+//   Then down units, part by part: 128 outputs x one of `splits` parts of k. A stage's W copies go out
+//   at once, its act copy once that k step's flag is set, so down weights stream while the last
+//   gate/up units finish. Each unit writes FP32 partials; the last of a tile's parts to finish (a
+//   counter) adds them in part order (deterministic) and the residual, and writes y.
+// Under PDL the gate/up weights' first stages go out before the RMSNorm kernel ahead has finished;
+// xn's copies wait for it. The counters end every launch at zero. A block may wait on another's
+// flag, so every block must be resident at once: the grid is the SM count times the blocks that fit
+// an SM, and the kernel never triggers its dependents early, so a kernel after it cannot take an SM
+// before all its blocks run. A wait that outlasts ~10 s traps (a launch error, not a hang).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -85,12 +86,24 @@ struct Params {
   bf16* act;           // [rows, ffn]
   bf16* y;             // [rows, hidden]: the residual stream, added to unless !accumulate
   float* partials;     // [splits][kN][hidden]
-  unsigned* counters;  // [0] blocks past phase 1, [1] blocks done, [2 + t] parts of down tile t done
+  unsigned* counters;  // see the Counter offsets
   int rows, hidden, ffn;
   int gate_up_units, k1_steps;  // ffn / 64 units of hidden / 64 steps
   int down_tiles, splits, k2_steps;
   int accumulate;
 };
+// counters: [0] the work queue's next unit, [1] blocks done, [2, 2 + down_tiles) parts of each down
+// tile done, then one flag per gate/up unit (= per 64-wide k step of the down projection): its act
+// columns are written.
+constexpr int kQueue = 0, kDone = 1, kTileCounters = 2;
+
+__device__ __forceinline__ void spin_until_set(const unsigned* flag) {
+  unsigned spins = 0;
+  while (load_acquire(flag) == 0) {
+    __nanosleep(32);
+    if (++spins > kSpinLimit) __trap();
+  }
+}
 
 __global__ void __launch_bounds__(kThreads, 1)
     decode_mlp_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap act_map,
@@ -99,6 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t full[kStages], empty[kStages];
+  __shared__ int stage_unit[kStages];  // the unit a stage belongs to (-1: no more work)
   __shared__ int last_part;
   unsigned char* stages = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -110,77 +124,93 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  const int down_units = p.down_tiles * p.splits;
-  auto part_steps = [&](int part, int& first) {
-    first = part * p.k2_steps / p.splits;
-    return (part + 1) * p.k2_steps / p.splits - first;
+  const int down_units = p.down_tiles * p.splits, units = p.gate_up_units + down_units;
+  unsigned* flags = p.counters + kTileCounters + p.down_tiles;
+  // Unit `unit` (gate/up units first, then the down units part by part): its W rows, k steps and
+  // whether x is act.
+  struct Unit {
+    int w_row0, w_row1, first_step, steps;
+    bool down;
+    int tile, part;
+  };
+  auto describe = [&](int unit) {
+    Unit d{};
+    if (unit < p.gate_up_units) {
+      d.w_row0 = unit * kWRows;
+      d.w_row1 = p.ffn + unit * kWRows;
+      d.first_step = 0;
+      d.steps = p.k1_steps;
+      d.down = false;
+    } else {
+      const int v = unit - p.gate_up_units;
+      d.part = v / p.down_tiles;
+      d.tile = v % p.down_tiles;
+      d.w_row0 = d.tile * kDownOutputs;
+      d.w_row1 = d.w_row0 + kWRows;
+      d.first_step = d.part * p.k2_steps / p.splits;
+      d.steps = (d.part + 1) * p.k2_steps / p.splits - d.first_step;
+      d.down = true;
+    }
+    return d;
   };
 
-  if (warp == 4) {  // the copy warp: one thread issues every tensor copy
+  if (warp == 4) {  // the copy warp: one thread takes units off the queue and issues every tensor copy
     if (lane != 0) return;
     int it = 0;
-    // Stage uses whose W copies are issued but whose x copy waits for its input (the kernel before,
-    // or the grid barrier): at most one ring's worth, since no stage frees before its x lands.
-    int pending_slot[kStages], pending_k[kStages], pending = 0;
-    auto flush = [&](const CUtensorMap* map) {
-      for (int i = 0; i < pending; ++i) {
-        tma_load_2d(stages + pending_slot[i] * kStageBytes + 2 * kWTileBytes, map, pending_k[i], 0,
-                    &full[pending_slot[i]]);
-      }
-      pending = 0;
-    };
-    auto load_stage = [&](const CUtensorMap* w_map, int w_row0, int w_row1, int k, const CUtensorMap* x_map_,
-                          bool x_ready) {
-      const int s = it % kStages;
-      if (it >= kStages) mbar_wait_parity(&empty[s], ((it / kStages) - 1) & 1);
-      unsigned char* stage = stages + s * kStageBytes;
-      mbar_arrive_expect_tx(&full[s], kStageBytes);
-      tma_load_2d(stage, w_map, k, w_row0, &full[s]);
-      tma_load_2d(stage + kWTileBytes, w_map, k, w_row1, &full[s]);
-      ++it;
-      if (x_ready) {
-        tma_load_2d(stage + 2 * kWTileBytes, x_map_, k, 0, &full[s]);
-        return false;
-      }
-      pending_slot[pending] = s;
-      pending_k[pending] = k;
-      return ++pending == kStages;  // the ring is full: x must come before anything else can
-    };
-    bool ready = false;
-    auto open_phase1 = [&] {
-      pdl_wait();  // xn is the RMSNorm kernel's output
-      ready = true;
-      flush(&x_map);
-    };
-    for (int u = blockIdx.x; u < p.gate_up_units; u += gridDim.x) {
-      for (int ks = 0; ks < p.k1_steps; ++ks) {
-        if (load_stage(&w_gate_up_map, u * kWRows, p.ffn + u * kWRows, ks * kBK, &x_map, ready)) open_phase1();
-      }
-    }
-    if (!ready) open_phase1();
-    ready = false;
-    auto open_phase2 = [&] {
-      const unsigned* arrived = p.counters;
-      unsigned spins = 0;
-      while (load_acquire(arrived) < gridDim.x) {
-        __nanosleep(64);
-        if (++spins > kSpinLimit) __trap();
-      }
-      fence_proxy_async_global();
-      ready = true;
-      flush(&act_map);
-    };
-    for (int v = blockIdx.x; v < down_units; v += gridDim.x) {
-      const int tile = v % p.down_tiles, part = v / p.down_tiles;
-      int first = 0;
-      const int steps = part_steps(part, first);
-      for (int ks = first; ks < first + steps; ++ks) {
-        if (load_stage(&w_down_map, tile * kDownOutputs, tile * kDownOutputs + kWRows, ks * kBK, &act_map, ready)) {
-          open_phase2();
+    // Stage uses whose W copies are issued and whose x copy waits for its input (xn: the kernel before;
+    // act: its gate/up unit's flag), oldest first. At most a ring's worth: no stage frees before its x.
+    int pending_slot[kStages], pending_step[kStages], head = 0, pending = 0;
+    bool xn_ready = false;
+    auto flush = [&](bool block) {
+      while (pending > 0) {
+        const int s = pending_slot[head], step = pending_step[head];
+        unsigned char* x_dst = stages + s * kStageBytes + 2 * kWTileBytes;
+        if (step < 0) {  // phase 1: xn at k step -step - 1
+          if (!xn_ready) {
+            if (!block) return;
+            pdl_wait();
+            xn_ready = true;
+          }
+          tma_load_2d(x_dst, &x_map, (-step - 1) * kBK, 0, &full[s]);
+        } else {
+          if (load_acquire(flags + step) == 0) {
+            if (!block) return;
+            spin_until_set(flags + step);
+          }
+          fence_proxy_async_global();  // act was stored by other blocks' threads
+          tma_load_2d(x_dst, &act_map, step * kBK, 0, &full[s]);
         }
+        head = (head + 1) % kStages;
+        --pending;
+      }
+    };
+    auto next_slot = [&] {
+      const int s = it % kStages;
+      if (pending == kStages) flush(true);  // every stage waits for its x: that must come first
+      if (it >= kStages) mbar_wait_parity(&empty[s], ((it / kStages) - 1) & 1);
+      ++it;
+      return s;
+    };
+    for (int unit = atomicAdd(p.counters + kQueue, 1u); unit < units; unit = atomicAdd(p.counters + kQueue, 1u)) {
+      const Unit d = describe(unit);
+      const CUtensorMap* w_map = d.down ? &w_down_map : &w_gate_up_map;
+      for (int ks = d.first_step; ks < d.first_step + d.steps; ++ks) {
+        const int s = next_slot();
+        stage_unit[s] = unit;  // published to the MMA warpgroup by the barrier's arrival
+        unsigned char* stage = stages + s * kStageBytes;
+        mbar_arrive_expect_tx(&full[s], kStageBytes);
+        tma_load_2d(stage, w_map, ks * kBK, d.w_row0, &full[s]);
+        tma_load_2d(stage + kWTileBytes, w_map, ks * kBK, d.w_row1, &full[s]);
+        pending_slot[(head + pending) % kStages] = s;
+        pending_step[(head + pending) % kStages] = d.down ? ks : -ks - 1;
+        ++pending;
+        flush(false);
       }
     }
-    if (pending > 0) open_phase2();  // a block with no down unit never waits at the barrier
+    flush(true);
+    const int s = next_slot();
+    stage_unit[s] = -1;
+    mbar_arrive(&full[s]);
     return;
   }
 
@@ -190,8 +220,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::uint32_t stages_addr = smem_addr(stages);
   float acc0[16], acc1[16];
   int it = 0;
-  auto mma_steps = [&](int steps) {
-    for (int ks = 0; ks < steps; ++ks, ++it) {
+  auto warpgroup_sync = [] { asm volatile("bar.sync 1, 128;\n" ::: "memory"); };
+  // Accumulator layout (m64n32): element 4c + e is W row warp * 16 + lane / 4 (+ 8 for e >= 2) and x
+  // row 8c + 2 (lane % 4) + (e & 1).
+  const int w_row = warp * 16 + lane / 4;
+  while (true) {
+    mbar_wait_parity(&full[it % kStages], (it / kStages) & 1);
+    const int unit = stage_unit[it % kStages];
+    if (unit < 0) break;
+    const Unit d = describe(unit);
+    for (int ks = 0; ks < d.steps; ++ks, ++it) {
       const int s = it % kStages;
       mbar_wait_parity(&full[s], (it / kStages) & 1);
       const std::uint32_t a0 = stages_addr + s * kStageBytes, a1 = a0 + kWTileBytes, b = a0 + 2 * kWTileBytes;
@@ -210,38 +248,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_registers(acc0);
     fence_registers(acc1);
     if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-  };
-  auto warpgroup_sync = [] { asm volatile("bar.sync 1, 128;\n" ::: "memory"); };
-  // Accumulator layout (m64n32): element 4c + e is W row warp * 16 + lane / 4 (+ 8 for e >= 2) and x
-  // row 8c + 2 (lane % 4) + (e & 1).
-  const int w_row = warp * 16 + lane / 4;
-  for (int u = blockIdx.x; u < p.gate_up_units; u += gridDim.x) {
-    mma_steps(p.k1_steps);
+
+    if (!d.down) {
+      // act = silu(gate) * up for this unit's 64 columns, then its flag.
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+      for (int c = 0; c < 4; ++c) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 8 * c + 2 * (lane % 4) + (e & 1);
-        if (r >= p.rows) continue;
-        const float g = __bfloat162float(__float2bfloat16_rn(acc0[4 * c + e]));
-        const float up = __bfloat162float(__float2bfloat16_rn(acc1[4 * c + e]));
-        p.act[static_cast<std::int64_t>(r) * p.ffn + u * kWRows + w_row + (e >= 2 ? 8 : 0)] =
-            __float2bfloat16_rn(silu(g) * up);
+        for (int e = 0; e < 4; ++e) {
+          const int r = 8 * c + 2 * (lane % 4) + (e & 1);
+          if (r >= p.rows) continue;
+          const float g = __bfloat162float(__float2bfloat16_rn(acc0[4 * c + e]));
+          const float up = __bfloat162float(__float2bfloat16_rn(acc1[4 * c + e]));
+          p.act[static_cast<std::int64_t>(r) * p.ffn + unit * kWRows + w_row + (e >= 2 ? 8 : 0)] =
+              __float2bfloat16_rn(silu(g) * up);
+        }
       }
+      fence_proxy_async_global();  // read next by tensor copies
+      warpgroup_sync();
+      if (t == 0) {
+        __threadfence();
+        atomicExch(flags + unit, 1u);
+      }
+      continue;
     }
-  }
-  // The grid barrier's arrival: this block's act is written.
-  fence_proxy_async_global();
-  warpgroup_sync();
-  if (t == 0) {
-    __threadfence();
-    atomicAdd(p.counters, 1u);
-  }
-  for (int v = blockIdx.x; v < down_units; v += gridDim.x) {
-    const int tile = v % p.down_tiles, part = v / p.down_tiles;
-    int first = 0;
-    mma_steps(part_steps(part, first));
-    float* partial = p.partials + static_cast<std::int64_t>(part) * kN * p.hidden + tile * kDownOutputs;
+    float* partial = p.partials + static_cast<std::int64_t>(d.part) * kN * p.hidden + d.tile * kDownOutputs;
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
 #pragma unroll
@@ -256,10 +286,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     warpgroup_sync();
     if (t == 0) {
       __threadfence();
-      const unsigned done = atomicAdd(p.counters + 2 + tile, 1u);
+      const unsigned done = atomicAdd(p.counters + kTileCounters + d.tile, 1u);
       last_part = done == static_cast<unsigned>(p.splits - 1);
       if (last_part) {
-        p.counters[2 + tile] = 0;
+        p.counters[kTileCounters + d.tile] = 0;
         __threadfence();
       }
     }
@@ -267,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (last_part) {
       // The tile's rows x 128 outputs, four at a time: parts summed in order, then the residual.
       for (int i = t; i < p.rows * kDownOutputs / 4; i += 128) {
-        const int r = i / (kDownOutputs / 4), o = tile * kDownOutputs + (i % (kDownOutputs / 4)) * 4;
+        const int r = i / (kDownOutputs / 4), o = d.tile * kDownOutputs + (i % (kDownOutputs / 4)) * 4;
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
         for (int q = 0; q < p.splits; ++q) {
           const float4 v4 = __ldcg(
@@ -290,11 +320,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  // The last block out leaves the barrier's counters at zero for the next launch. Every block's copy
-  // warp that waited at the barrier has passed it: its MMAs needed the copies it issued after.
-  if (t == 0 && atomicAdd(p.counters + 1, 1u) == gridDim.x - 1) {
-    p.counters[0] = 0;
-    p.counters[1] = 0;
+  // The last block out leaves the queue, the flags and its own counter at zero for the next launch.
+  // Every block's copy warp is past its last queue take and flag wait by then: its MMA warpgroup saw
+  // the end of its work, which comes after both.
+  if (t == 0 && atomicAdd(p.counters + kDone, 1u) == gridDim.x - 1) {
+    p.counters[kQueue] = 0;
+    p.counters[kDone] = 0;
+    for (int u = 0; u < p.gate_up_units; ++u) flags[u] = 0;
     __threadfence();
   }
 #else
@@ -320,8 +352,8 @@ std::size_t decode_mlp_partial_floats(int hidden) {
   return static_cast<std::size_t>(kMaxSplits) * kN * static_cast<std::size_t>(hidden);
 }
 
-int decode_mlp_counter_count(int hidden) {
-  return 2 + hidden / kDownOutputs;
+int decode_mlp_counter_count(int hidden, int ffn) {
+  return kTileCounters + hidden / kDownOutputs + ffn / kWRows;
 }
 
 bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_up, int ffn, const bf16* w_down,
@@ -341,7 +373,7 @@ bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_
     return false;
   }
   if (ws.partials == nullptr || ws.partial_floats < decode_mlp_partial_floats(hidden) || ws.counters == nullptr ||
-      ws.counter_count < decode_mlp_counter_count(hidden)) {
+      ws.counter_count < decode_mlp_counter_count(hidden, ffn)) {
     return false;
   }
   if (rows <= 0) return true;
@@ -366,8 +398,8 @@ bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_
   p.accumulate = accumulate ? 1 : 0;
   // Every block resident at once (the grid barrier), and no more blocks than units of work.
   const int grid = std::min(sms * per_sm, std::max(p.gate_up_units, p.down_tiles));
-  // Down parts: enough units to give every block one, as far as k allows.
-  p.splits = std::clamp(grid / p.down_tiles, 1, std::min(kMaxSplits, p.k2_steps));
+  // Down parts: about two units per block, so that the queue's last units are short, as far as k allows.
+  p.splits = std::clamp((2 * grid + p.down_tiles - 1) / p.down_tiles, 1, std::min(kMaxSplits, p.k2_steps));
 
   // Boxes of one k step by 32 rows of x or act (rows past `rows` read as zeros) or 64 rows of W.
   const CUtensorMap x_map = bf16_tensor_map(xn, hidden, rows, kBK, kN, "the decode MLP's x");
