@@ -942,6 +942,7 @@ void test_decode_mlp_large(const cudaDeviceProp& prop, bool bench) {
 }
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run stopped by a timeout keeps what it printed
   try {
     cudaDeviceProp prop{};
     if (!start_gpu_test(prop)) return 77;

@@ -26,7 +26,7 @@
 // xn's copies wait for it. The counters end every launch at zero. A block may wait on another's
 // flag, so every block must be resident at once: the grid is the SM count times the blocks that fit
 // an SM, and the kernel never triggers its dependents early, so a kernel after it cannot take an SM
-// before all its blocks run. A wait that outlasts ~10 s traps (a launch error, not a hang).
+// before all its blocks run. A flag wait that outlasts 5 s traps (a launch error, not a hang).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -56,7 +56,7 @@ constexpr int kSmemBytes = kStages * kStageBytes + 1024;
 constexpr int kThreads = 160;             // the MMA warpgroup (warps 0-3) and the copy warp (warp 4)
 constexpr int kDownOutputs = 2 * kWRows;  // outputs per down unit
 constexpr int kMaxSplits = 8;
-constexpr unsigned kSpinLimit = 1u << 27;  // x ~100 ns per poll: ~10 s
+constexpr std::uint64_t kSpinLimitNs = 5'000'000'000;  // a flag wait this long is a bug: trap
 
 // D (64 x 32, FP32) = A (64 x 16) B (16 x 32), both K-major in shared memory; D += when accumulate != 0.
 __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], std::uint64_t a, std::uint64_t b, int accumulate) {
@@ -97,11 +97,17 @@ struct Params {
 // columns are written.
 constexpr int kQueue = 0, kDone = 1, kTileCounters = 2;
 
+__device__ __forceinline__ std::uint64_t global_timer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 __device__ __forceinline__ void spin_until_set(const unsigned* flag) {
-  unsigned spins = 0;
+  const std::uint64_t start = global_timer_ns();
   while (load_acquire(flag) == 0) {
     __nanosleep(32);
-    if (++spins > kSpinLimit) __trap();
+    if (global_timer_ns() - start > kSpinLimitNs) __trap();
   }
 }
 
@@ -186,7 +192,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     auto next_slot = [&] {
       const int s = it % kStages;
-      if (pending == kStages) flush(true);  // every stage waits for its x: that must come first
+      // The MMA warpgroup frees a stage only once the stage after it (in the same unit) has landed, so
+      // the slot this use takes (it - kStages) frees only if use it - kStages + 1 has its x: with
+      // kStages - 1 uses pending, that one may be among them.
+      if (pending >= kStages - 1) flush(true);
       if (it >= kStages) mbar_wait_parity(&empty[s], ((it / kStages) - 1) & 1);
       ++it;
       return s;
