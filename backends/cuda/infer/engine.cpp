@@ -559,7 +559,7 @@ void CudaEngine::Impl::allocate_workspace(Rank& r, bool count_only) {
     if (info.decode_mlp_max_rows > 0) {
       r.decode_mlp.partial_floats = decode_mlp_partial_floats(cfg.hidden);
       r.decode_mlp.partials = c.take<float>(r.decode_mlp.partial_floats);
-      r.decode_mlp.counter_count = decode_mlp_counter_count(cfg.hidden, s.ffn);
+      r.decode_mlp.counter_count = decode_mlp_counter_count(cfg.hidden);
       r.decode_mlp.counters = c.take<unsigned>(static_cast<std::size_t>(r.decode_mlp.counter_count));
     }
     for (auto& m : r.meta) m = c.take<std::int32_t>(meta_words_cap);

@@ -111,7 +111,7 @@ struct DecodeMlpWorkspace {
   int counter_count = 0;
 };
 std::size_t decode_mlp_partial_floats(int hidden);
-int decode_mlp_counter_count(int hidden, int ffn);
+int decode_mlp_counter_count(int hidden);
 // False, launching nothing, where the kernel cannot run (another GPU, a shape or row count it does not
 // take, a workspace too small).
 bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_up, int ffn, const bf16* w_down,

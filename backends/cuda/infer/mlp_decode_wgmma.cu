@@ -16,17 +16,18 @@
 // computes a stage with m64n32k16 wgmmas into two 64 x 32 FP32 accumulators.
 //   Gate/up units first: unit u is gate rows [64u, 64u + 64) and the matching up rows over all of k,
 //   so each thread holds every gate value next to its up partner; gate and up are rounded to BF16 (as
-//   the unfused path's product is), act = silu(gate) * up goes to global memory, and u's flag is set:
-//   act's columns [64u, 64u + 64) are the down projection's k step u.
+//   the unfused path's product is), act = silu(gate) * up goes to global memory, and the count of
+//   the down part that u falls in goes up: act's columns [64u, 64u + 64) are the down projection's k
+//   step u.
 //   Then down units, part by part: 128 outputs x one of `splits` parts of k. A stage's W copies go out
-//   at once, its act copy once that k step's flag is set, so down weights stream while the last
+//   at once, its act copy once its part's count is complete, so down weights stream while the last
 //   gate/up units finish. Each unit writes FP32 partials; the last of a tile's parts to finish (a
 //   counter) adds them in part order (deterministic) and the residual, and writes y.
 // Under PDL the gate/up weights' first stages go out before the RMSNorm kernel ahead has finished;
 // xn's copies wait for it. The counters end every launch at zero. A block may wait on another's
-// flag, so every block must be resident at once: the grid is the SM count times the blocks that fit
+// count, so every block must be resident at once: the grid is the SM count times the blocks that fit
 // an SM, and the kernel never triggers its dependents early, so a kernel after it cannot take an SM
-// before all its blocks run. A flag wait that outlasts 5 s traps (a launch error, not a hang).
+// before all its blocks run. A count wait that outlasts 5 s traps (a launch error, not a hang).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -56,7 +57,7 @@ constexpr int kSmemBytes = kStages * kStageBytes + 1024;
 constexpr int kThreads = 160;             // the MMA warpgroup (warps 0-3) and the copy warp (warp 4)
 constexpr int kDownOutputs = 2 * kWRows;  // outputs per down unit
 constexpr int kMaxSplits = 8;
-constexpr std::uint64_t kSpinLimitNs = 5'000'000'000;  // a flag wait this long is a bug: trap
+constexpr std::uint64_t kSpinLimitNs = 5'000'000'000;  // a count wait this long is a bug: trap
 
 // D (64 x 32, FP32) = A (64 x 16) B (16 x 32), both K-major in shared memory; D += when accumulate != 0.
 __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], std::uint64_t a, std::uint64_t b, int accumulate) {
@@ -93,8 +94,8 @@ struct Params {
   int accumulate;
 };
 // counters: [0] the work queue's next unit, [1] blocks done, [2, 2 + down_tiles) parts of each down
-// tile done, then one flag per gate/up unit (= per 64-wide k step of the down projection): its act
-// columns are written.
+// tile done, then per down part the gate/up units done whose act columns (= the down projection's k
+// steps) fall in that part.
 constexpr int kQueue = 0, kDone = 1, kTileCounters = 2;
 
 __device__ __forceinline__ std::uint64_t global_timer_ns() {
@@ -103,9 +104,9 @@ __device__ __forceinline__ std::uint64_t global_timer_ns() {
   return t;
 }
 
-__device__ __forceinline__ void spin_until_set(const unsigned* flag) {
+__device__ __forceinline__ void spin_until_reached(const unsigned* counter, unsigned target) {
   const std::uint64_t start = global_timer_ns();
-  while (load_acquire(flag) == 0) {
+  while (load_acquire(counter) < target) {
     __nanosleep(32);
     if (global_timer_ns() - start > kSpinLimitNs) __trap();
   }
@@ -131,7 +132,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   const int down_units = p.down_tiles * p.splits, units = p.gate_up_units + down_units;
-  unsigned* flags = p.counters + kTileCounters + p.down_tiles;
+  unsigned* part_ready = p.counters + kTileCounters + p.down_tiles;
+  auto part_first_step = [&](int part) { return part * p.k2_steps / p.splits; };
   // Unit `unit` (gate/up units first, then the down units part by part): its W rows, k steps and
   // whether x is act.
   struct Unit {
@@ -153,8 +155,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       d.tile = v % p.down_tiles;
       d.w_row0 = d.tile * kDownOutputs;
       d.w_row1 = d.w_row0 + kWRows;
-      d.first_step = d.part * p.k2_steps / p.splits;
-      d.steps = (d.part + 1) * p.k2_steps / p.splits - d.first_step;
+      d.first_step = part_first_step(d.part);
+      d.steps = part_first_step(d.part + 1) - d.first_step;
       d.down = true;
     }
     return d;
@@ -164,9 +166,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane != 0) return;
     int it = 0;
     // Stage uses whose W copies are issued and whose x copy waits for its input (xn: the kernel before;
-    // act: its gate/up unit's flag), oldest first. At most a ring's worth: no stage frees before its x.
-    int pending_slot[kStages], pending_step[kStages], head = 0, pending = 0;
+    // act: every gate/up unit of its down part), oldest first. A part's readiness is read from memory
+    // until it is seen once (an L2 round trip per stage would hold up the copies).
+    int pending_slot[kStages], pending_step[kStages], pending_part[kStages], head = 0, pending = 0;
     bool xn_ready = false;
+    unsigned parts_ready = 0;  // bit q: part q's act is written
     auto flush = [&](bool block) {
       while (pending > 0) {
         const int s = pending_slot[head], step = pending_step[head];
@@ -179,11 +183,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
           tma_load_2d(x_dst, &x_map, (-step - 1) * kBK, 0, &full[s]);
         } else {
-          if (load_acquire(flags + step) == 0) {
-            if (!block) return;
-            spin_until_set(flags + step);
+          const int q = pending_part[head];
+          if (!(parts_ready & (1u << q))) {
+            const unsigned* counter = part_ready + q;
+            const unsigned target = static_cast<unsigned>(part_first_step(q + 1) - part_first_step(q));
+            if (load_acquire(counter) < target) {
+              if (!block) return;
+              spin_until_reached(counter, target);
+            }
+            fence_proxy_async_global();  // act was stored by other blocks' threads
+            parts_ready |= 1u << q;
           }
-          fence_proxy_async_global();  // act was stored by other blocks' threads
           tma_load_2d(x_dst, &act_map, step * kBK, 0, &full[s]);
         }
         head = (head + 1) % kStages;
@@ -212,6 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_2d(stage + kWTileBytes, w_map, ks * kBK, d.w_row1, &full[s]);
         pending_slot[(head + pending) % kStages] = s;
         pending_step[(head + pending) % kStages] = d.down ? ks : -ks - 1;
+        pending_part[(head + pending) % kStages] = d.part;
         ++pending;
         flush(false);
       }
@@ -259,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
 
     if (!d.down) {
-      // act = silu(gate) * up for this unit's 64 columns, then its flag.
+      // act = silu(gate) * up for this unit's 64 columns, then its part's count.
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
 #pragma unroll
@@ -275,8 +286,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_proxy_async_global();  // read next by tensor copies
       warpgroup_sync();
       if (t == 0) {
+        int part = 0;
+        while (part + 1 < p.splits && part_first_step(part + 1) <= unit) ++part;
         __threadfence();
-        atomicExch(flags + unit, 1u);
+        atomicAdd(part_ready + part, 1u);
       }
       continue;
     }
@@ -329,13 +342,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  // The last block out leaves the queue, the flags and its own counter at zero for the next launch.
-  // Every block's copy warp is past its last queue take and flag wait by then: its MMA warpgroup saw
-  // the end of its work, which comes after both.
+  // The last block out leaves the queue, the part counts and its own counter at zero for the next
+  // launch. Every block's copy warp is past its last queue take and part wait by then: its MMA
+  // warpgroup saw the end of its work, which comes after both.
   if (t == 0 && atomicAdd(p.counters + kDone, 1u) == gridDim.x - 1) {
     p.counters[kQueue] = 0;
     p.counters[kDone] = 0;
-    for (int u = 0; u < p.gate_up_units; ++u) flags[u] = 0;
+    for (int q = 0; q < p.splits; ++q) part_ready[q] = 0;
     __threadfence();
   }
 #else
@@ -361,8 +374,8 @@ std::size_t decode_mlp_partial_floats(int hidden) {
   return static_cast<std::size_t>(kMaxSplits) * kN * static_cast<std::size_t>(hidden);
 }
 
-int decode_mlp_counter_count(int hidden, int ffn) {
-  return kTileCounters + hidden / kDownOutputs + ffn / kWRows;
+int decode_mlp_counter_count(int hidden) {
+  return kTileCounters + hidden / kDownOutputs + kMaxSplits;
 }
 
 bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_up, int ffn, const bf16* w_down,
@@ -382,7 +395,7 @@ bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_
     return false;
   }
   if (ws.partials == nullptr || ws.partial_floats < decode_mlp_partial_floats(hidden) || ws.counters == nullptr ||
-      ws.counter_count < decode_mlp_counter_count(hidden, ffn)) {
+      ws.counter_count < decode_mlp_counter_count(hidden)) {
     return false;
   }
   if (rows <= 0) return true;
@@ -408,7 +421,13 @@ bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_
   // Every block resident at once (the grid barrier), and no more blocks than units of work.
   const int grid = std::min(sms * per_sm, std::max(p.gate_up_units, p.down_tiles));
   // Down parts: about two units per block, so that the queue's last units are short, as far as k allows.
-  p.splits = std::clamp((2 * grid + p.down_tiles - 1) / p.down_tiles, 1, std::min(kMaxSplits, p.k2_steps));
+  // (GPUSCOUT_DECODE_MLP_PARTS=N sets it, for timing runs.)
+  static const int parts_asked = [] {
+    const char* v = std::getenv("GPUSCOUT_DECODE_MLP_PARTS");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  p.splits = std::clamp(parts_asked > 0 ? parts_asked : (2 * grid + p.down_tiles - 1) / p.down_tiles, 1,
+                        std::min(kMaxSplits, p.k2_steps));
 
   // Boxes of one k step by 32 rows of x or act (rows past `rows` read as zeros) or 64 rows of W.
   const CUtensorMap x_map = bf16_tensor_map(xn, hidden, rows, kBK, kN, "the decode MLP's x");
