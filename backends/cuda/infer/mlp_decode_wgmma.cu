@@ -52,8 +52,10 @@ constexpr int kWRows = 64;                              // one wgmma's M
 constexpr int kWTileBytes = kWRows * kBK * 2;           // 8 KB
 constexpr int kXBytes = kN * kBK * 2;                   // 4 KB
 constexpr int kStageBytes = 2 * kWTileBytes + kXBytes;  // 20 KB (a multiple of the 1024-byte swizzle atom)
-constexpr int kStages = 10;
-constexpr int kSmemBytes = kStages * kStageBytes + 1024;
+// Stages per block: 10 (200 KB, one block per SM) or 5 (two blocks per SM, so one block's epilogue
+// runs beside the other's main loop).
+template <int kStages>
+constexpr int kSmemBytes = kStages* kStageBytes + 1024;
 constexpr int kThreads = 160;             // the MMA warpgroup (warps 0-3) and the copy warp (warp 4)
 constexpr int kDownOutputs = 2 * kWRows;  // outputs per down unit
 constexpr int kMaxSplits = 8;
@@ -98,6 +100,16 @@ struct Params {
 // steps) fall in that part.
 constexpr int kQueue = 0, kDone = 1, kTileCounters = 2;
 
+// Whether the barrier's phase of this parity has completed, without waiting.
+__device__ __forceinline__ bool mbar_test_parity(std::uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(done)
+               : "r"(smem_addr(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+
 __device__ __forceinline__ std::uint64_t global_timer_ns() {
   std::uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -112,7 +124,8 @@ __device__ __forceinline__ void spin_until_reached(const unsigned* counter, unsi
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
+template <int kStages>
+__global__ void __launch_bounds__(kThreads, 10 / kStages)
     decode_mlp_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap act_map,
                       const __grid_constant__ CUtensorMap w_gate_up_map, const __grid_constant__ CUtensorMap w_down_map,
                       Params p) {
@@ -137,12 +150,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Unit `unit` (gate/up units first, then the down units part by part): its W rows, k steps and
   // whether x is act.
   struct Unit {
-    int w_row0, w_row1, first_step, steps;
+    int unit, w_row0, w_row1, first_step, steps;
     bool down;
     int tile, part;
   };
   auto describe = [&](int unit) {
     Unit d{};
+    d.unit = unit;
     if (unit < p.gate_up_units) {
       d.w_row0 = unit * kWRows;
       d.w_row1 = p.ffn + unit * kWRows;
@@ -244,7 +258,64 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Accumulator layout (m64n32): element 4c + e is W row warp * 16 + lane / 4 (+ 8 for e >= 2) and x
   // row 8c + 2 (lane % 4) + (e & 1).
   const int w_row = warp * 16 + lane / 4;
+  // A unit's results are stored at its end, but the fence and the count that publish them (which wait
+  // for those stores to land) are settled under the next unit's first MMAs where its first stage has
+  // already landed, else at once: `owed`.
+  Unit owed{};
+  bool owing = false;
+  auto settle = [&] {
+    if (!owing) return;
+    owing = false;
+    if (!owed.down) {
+      fence_proxy_async_global();  // act is read next by tensor copies
+      warpgroup_sync();
+      if (t == 0) {
+        int part = 0;
+        while (part + 1 < p.splits && part_first_step(part + 1) <= owed.unit) ++part;
+        __threadfence();
+        atomicAdd(part_ready + part, 1u);
+      }
+      return;
+    }
+    warpgroup_sync();
+    if (t == 0) {
+      __threadfence();
+      const unsigned done = atomicAdd(p.counters + kTileCounters + owed.tile, 1u);
+      last_part = done == static_cast<unsigned>(p.splits - 1);
+      if (last_part) {
+        p.counters[kTileCounters + owed.tile] = 0;
+        __threadfence();
+      }
+    }
+    warpgroup_sync();
+    if (!last_part) return;
+    // The tile's rows x 128 outputs, four at a time: parts summed in order, then the residual.
+    for (int i = t; i < p.rows * kDownOutputs / 4; i += 128) {
+      const int r = i / (kDownOutputs / 4), o = owed.tile * kDownOutputs + (i % (kDownOutputs / 4)) * 4;
+      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int q = 0; q < p.splits; ++q) {
+        const float4 v4 = __ldcg(
+            reinterpret_cast<const float4*>(p.partials + (static_cast<std::int64_t>(q) * kN + r) * p.hidden + o));
+        sum.x += v4.x;
+        sum.y += v4.y;
+        sum.z += v4.z;
+        sum.w += v4.w;
+      }
+      __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(p.y + static_cast<std::int64_t>(r) * p.hidden + o);
+      if (p.accumulate) {
+        const float2 r0 = __bfloat1622float2(dst[0]), r1 = __bfloat1622float2(dst[1]);
+        sum.x += r0.x;
+        sum.y += r0.y;
+        sum.z += r1.x;
+        sum.w += r1.y;
+      }
+      dst[0] = __floats2bfloat162_rn(sum.x, sum.y);
+      dst[1] = __floats2bfloat162_rn(sum.z, sum.w);
+    }
+  };
   while (true) {
+    // The next unit's first stage may wait on what is owed (a down stage's act): settle first then.
+    if (owing && !mbar_test_parity(&full[it % kStages], (it / kStages) & 1)) settle();
     mbar_wait_parity(&full[it % kStages], (it / kStages) & 1);
     const int unit = stage_unit[it % kStages];
     if (unit < 0) break;
@@ -261,16 +332,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_m64n32k16_ss(acc1, smem_desc(a1 + kk * 32, 16, 1024), smem_desc(b + kk * 32, 16, 1024), accumulate);
       }
       wgmma_commit();
-      wgmma_wait<1>();  // the step before's MMAs are done: release its stage
+      if (ks == 0) settle();  // under this step's MMAs
+      wgmma_wait<1>();        // the step before's MMAs are done: release its stage
       if (ks > 0 && t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
     }
     wgmma_wait<0>();
     fence_registers(acc0);
     fence_registers(acc1);
     if (t == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-
+    owed = d;
+    owing = true;
     if (!d.down) {
-      // act = silu(gate) * up for this unit's 64 columns, then its part's count.
+      // act = silu(gate) * up for this unit's 64 columns.
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
 #pragma unroll
@@ -282,14 +355,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           p.act[static_cast<std::int64_t>(r) * p.ffn + unit * kWRows + w_row + (e >= 2 ? 8 : 0)] =
               __float2bfloat16_rn(silu(g) * up);
         }
-      }
-      fence_proxy_async_global();  // read next by tensor copies
-      warpgroup_sync();
-      if (t == 0) {
-        int part = 0;
-        while (part + 1 < p.splits && part_first_step(part + 1) <= unit) ++part;
-        __threadfence();
-        atomicAdd(part_ready + part, 1u);
       }
       continue;
     }
@@ -305,43 +370,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         partial[static_cast<std::int64_t>(r) * p.hidden + kWRows + o] = acc1[4 * c + e];
       }
     }
-    warpgroup_sync();
-    if (t == 0) {
-      __threadfence();
-      const unsigned done = atomicAdd(p.counters + kTileCounters + d.tile, 1u);
-      last_part = done == static_cast<unsigned>(p.splits - 1);
-      if (last_part) {
-        p.counters[kTileCounters + d.tile] = 0;
-        __threadfence();
-      }
-    }
-    warpgroup_sync();
-    if (last_part) {
-      // The tile's rows x 128 outputs, four at a time: parts summed in order, then the residual.
-      for (int i = t; i < p.rows * kDownOutputs / 4; i += 128) {
-        const int r = i / (kDownOutputs / 4), o = d.tile * kDownOutputs + (i % (kDownOutputs / 4)) * 4;
-        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int q = 0; q < p.splits; ++q) {
-          const float4 v4 = __ldcg(
-              reinterpret_cast<const float4*>(p.partials + (static_cast<std::int64_t>(q) * kN + r) * p.hidden + o));
-          sum.x += v4.x;
-          sum.y += v4.y;
-          sum.z += v4.z;
-          sum.w += v4.w;
-        }
-        __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(p.y + static_cast<std::int64_t>(r) * p.hidden + o);
-        if (p.accumulate) {
-          const float2 r0 = __bfloat1622float2(dst[0]), r1 = __bfloat1622float2(dst[1]);
-          sum.x += r0.x;
-          sum.y += r0.y;
-          sum.z += r1.x;
-          sum.w += r1.y;
-        }
-        dst[0] = __floats2bfloat162_rn(sum.x, sum.y);
-        dst[1] = __floats2bfloat162_rn(sum.z, sum.w);
-      }
-    }
   }
+  settle();
   // The last block out leaves the queue, the part counts and its own counter at zero for the next
   // launch. Every block's copy warp is past its last queue take and part wait by then: its MMA
   // warpgroup saw the end of its work, which comes after both.
@@ -400,9 +430,16 @@ bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_
   }
   if (rows <= 0) return true;
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(decode_mlp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  // (GPUSCOUT_DECODE_MLP_STAGES=5: two blocks per SM, for timing runs.)
+  static const bool two_per_sm = [] {
+    const char* v = std::getenv("GPUSCOUT_DECODE_MLP_STAGES");
+    return v != nullptr && std::strcmp(v, "5") == 0;
+  }();
+  auto* kernel = two_per_sm ? decode_mlp_kernel<5> : decode_mlp_kernel<10>;
+  const int smem = two_per_sm ? kSmemBytes<5> : kSmemBytes<10>;
+  GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0;
-  GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_mlp_kernel, kThreads, kSmemBytes));
+  GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
   if (per_sm < 1) return false;
 
   Params p{};
@@ -435,7 +472,7 @@ bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_
   const CUtensorMap w_gate_up_map =
       bf16_tensor_map(w_gate_up, hidden, 2ull * ffn, kBK, kWRows, "the decode MLP's gate/up W");
   const CUtensorMap w_down_map = bf16_tensor_map(w_down, ffn, hidden, kBK, kWRows, "the decode MLP's down W");
-  launch_kernel(decode_mlp_kernel, static_cast<unsigned>(grid), kThreads, kSmemBytes, stream, x_map, act_map,
+  launch_kernel(kernel, static_cast<unsigned>(grid), kThreads, static_cast<std::size_t>(smem), stream, x_map, act_map,
                 w_gate_up_map, w_down_map, p);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   return true;
