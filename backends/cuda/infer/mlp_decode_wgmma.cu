@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 10 / kStages)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ std::uint64_t full[kStages], empty[kStages];
   __shared__ int stage_unit[kStages];  // the unit a stage belongs to (-1: no more work)
-  __shared__ int last_part;
+  __shared__ int last_part, settle_now;
   unsigned char* stages = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
@@ -315,7 +315,13 @@ __global__ void __launch_bounds__(kThreads, 10 / kStages)
   };
   while (true) {
     // The next unit's first stage may wait on what is owed (a down stage's act): settle first then.
-    if (owing && !mbar_test_parity(&full[it % kStages], (it / kStages) & 1)) settle();
+    // One thread looks and the warpgroup follows its answer (wgmma and bar.sync need all 128 threads
+    // on the same path; each looking for itself split them).
+    if (owing) {
+      if (t == 0) settle_now = !mbar_test_parity(&full[it % kStages], (it / kStages) & 1);
+      warpgroup_sync();
+      if (settle_now) settle();
+    }
     mbar_wait_parity(&full[it % kStages], (it / kStages) & 1);
     const int unit = stage_unit[it % kStages];
     if (unit < 0) break;
