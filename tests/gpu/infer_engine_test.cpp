@@ -71,9 +71,8 @@ struct Scenario {
   int num_blocks = 64;
   int max_step_tokens = 64;
   int max_running = 8;
-  bool fused_swiglu = true;     // EngineOptions::fused_swiglu
-  int swiglu_min_rows = 0;      // EngineOptions::fused_swiglu_min_rows (0: the engine's rule)
-  int decode_mlp_min_rows = 0;  // > 0: EngineOptions::decode_mlp from this many rows
+  bool fused_swiglu = true;  // EngineOptions::fused_swiglu
+  int swiglu_min_rows = 0;   // EngineOptions::fused_swiglu_min_rows (0: the engine's rule)
 };
 
 struct Totals {
@@ -91,8 +90,6 @@ ci::EngineOptions engine_options(const std::vector<int>& gpus, bool graphs, cons
   eo.max_step_tokens = sc.max_step_tokens;
   eo.fused_swiglu = sc.fused_swiglu;
   eo.fused_swiglu_min_rows = sc.swiglu_min_rows;
-  eo.decode_mlp = sc.decode_mlp_min_rows > 0;
-  eo.decode_mlp_min_rows = sc.decode_mlp_min_rows;
   eo.cuda_graphs = graphs;
   return eo;
 }
@@ -210,10 +207,6 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
                ? ""
                : " attention " + ci::describe(attention_plan)) +
           (own_gemms ? " own GEMM kernels" : "") +
-          (engine->info().decode_mlp_max_rows > 0
-               ? fmt::format(" decode MLP kernel at {}-{} rows", engine->info().decode_mlp_min_rows,
-                             engine->info().decode_mlp_max_rows)
-               : "") +
           (cfg.head_dim != gi::TransformerConfig::tiny().head_dim
                ? fmt::format(" head size {} (prefill attention {}, gate/up {})", cfg.head_dim,
                              engine->info().prefill_attention, engine->info().mlp_gate_up)
@@ -554,13 +547,11 @@ int bench(const std::string& model, const BenchFlags& flags) {
   fmt::print(
       "{} TP{}: start-up {:.2f} s | {} weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
       "workspace {:.2f} GB | graphs {} | programmatic launch {} | prefill attention {} | last layer {} | gate/up {} "
-      "(from {} rows) | decode MLP kernel {}\n",
+      "(from {} rows)\n",
       cfg.name, tp, startup, info.weight_format, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9,
       info.kv_blocks, info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
       info.programmatic_launch ? "on" : "off", info.prefill_attention,
-      info.last_layer_pruned ? "pruned to the sampling rows" : "every row", info.mlp_gate_up, info.swiglu_min_rows,
-      info.decode_mlp_max_rows > 0 ? fmt::format("at {}-{} rows", info.decode_mlp_min_rows, info.decode_mlp_max_rows)
-                                   : "off");
+      info.last_layer_pruned ? "pruned to the sampling rows" : "every row", info.mlp_gate_up, info.swiglu_min_rows);
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
   for (const auto& line : info.attention_choices) fmt::print("  attention {}\n", line);
 
@@ -796,15 +787,6 @@ int main(int argc, char** argv) {
     Scenario big_steps_unfused = big_steps;
     big_steps_unfused.name = "unfused-steps";
     big_steps_unfused.fused_swiglu = false;
-    // Decode steps of 2 to 32 rows (20 sequences finishing at different steps, two joining late) on
-    // the decode MLP kernel where the GPU has it (compute capability 9.0).
-    Scenario decode_mlp{"decode-mlp",
-                        {9, 40, 3, 17, 64, 5, 30, 12, 7, 50, 21, 2, 33, 8, 14, 60, 4, 26, 11, 90},
-                        {30, 12, 25, 40, 8, 33, 19, 27, 36, 10, 22, 38, 15, 29, 6, 24, 35, 18, 31, 20},
-                        256,
-                        256,
-                        32};
-    decode_mlp.decode_mlp_min_rows = 2;
     gi::TransformerConfig wide = tiny;
     wide.name = "tiny-head128";
     wide.hidden = 512;
@@ -822,8 +804,6 @@ int main(int argc, char** argv) {
       for (bool graphs : {true, false}) failures += run_scenario(wide, gpus, graphs, long_chunks);
       failures += run_scenario(wide, gpus, true, big_steps);
       failures += run_scenario(wide, gpus, true, big_steps_unfused);
-      for (bool graphs : {true, false}) failures += run_scenario(tiny, gpus, graphs, decode_mlp);
-      failures += run_scenario(wide, gpus, true, decode_mlp);
       for (bool graphs : {true, false}) {
         failures += pipeline_check(tiny, gpus, graphs, mixed);
         failures += pipeline_check(tiny, gpus, graphs, tight);

@@ -6,7 +6,6 @@
 //   infer_gemm_test --kernel-only   only the direct kernel checks (small enough for compute-sanitizer)
 //   infer_gemm_test --bench         also time it on the Llama-3.1-8B shapes against cuBLASLt
 //   infer_gemm_test --swiglu [--bench]  only the gate/up GEMM with its SwiGLU epilogue (and its timing)
-//   infer_gemm_test --decode-mlp [--bench]  only the decode MLP kernel (and its timing in graphs of 16 layers)
 //   infer_gemm_test --profile       only the gate_up shape at 32 rows, each variant and cuBLASLt (for ncu)
 #include <algorithm>
 #include <cmath>
@@ -15,7 +14,6 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
-#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -693,256 +691,6 @@ void bench_swiglu() {
   CUDA_CHECK(cudaEventDestroy(e1));
 }
 
-// ---------------------------------------------------------------------------------------------
-// The decode MLP kernel (mlp_decode_wgmma.cu, compute capability 9.0 only): against a double CPU
-// reference on small shapes (row counts 1..32, several units per block and down parts, the residual
-// off and on), twice in a row (its counters must come back to zero, and the output repeat bit for
-// bit), and at the 8B shape against the engine's unfused path.
-struct DecodeMlpBuffers {
-  Dev<float> partials;
-  Dev<unsigned> counters;
-  DecodeMlpWorkspace ws;
-  explicit DecodeMlpBuffers(int hidden)
-      : partials(decode_mlp_partial_floats(hidden)),
-        counters(static_cast<std::size_t>(decode_mlp_counter_count(hidden))) {
-    counters.upload(std::vector<unsigned>(counters.n, 0));
-    ws = DecodeMlpWorkspace{partials.p, partials.n, counters.p, static_cast<int>(counters.n)};
-  }
-};
-
-void test_decode_mlp(const cudaDeviceProp& prop) {
-  if (!decode_mlp_supported(128, 64, prop.major, prop.minor)) {
-    std::printf("decode MLP kernel: needs compute capability 9.0, this GPU is %d.%d: skipped\n", prop.major,
-                prop.minor);
-    return;
-  }
-  struct Shape {
-    int rows, hidden, ffn;
-  };
-  for (const Shape sh : {Shape{1, 128, 64}, Shape{5, 256, 320}, Shape{16, 128, 1024}, Shape{32, 512, 768},
-                         Shape{29, 1024, 4096}, Shape{32, 4096, 256}}) {
-    for (const bool accumulate : {false, true}) {
-      const auto x = random_bf16(static_cast<std::size_t>(sh.rows) * sh.hidden);
-      const auto wgu = random_bf16(static_cast<std::size_t>(2) * sh.ffn * sh.hidden);
-      const auto wd = random_bf16(static_cast<std::size_t>(sh.hidden) * sh.ffn);
-      const auto residual = random_bf16(static_cast<std::size_t>(sh.rows) * sh.hidden);
-      // act as the unfused path computes it: gate and up rounded to BF16, SiLU * up rounded to BF16.
-      const Reference gu = reference(x, wgu, sh.rows, 2 * sh.ffn, sh.hidden);
-      std::vector<u16> act_ref(static_cast<std::size_t>(sh.rows) * sh.ffn);
-      // The kernel's FP32 sums (off by up to ~1e-5 of sum |x w|) can round gate or up to the
-      // neighbouring BF16 value (a 2^-7 relative step), which SiLU's slope carries into act: |g silu'(g)
-      // u| 2^-7 + |silu(g) u| 2^-7; act itself may then round one step the other way.
-      std::vector<double> act_bound(act_ref.size());
-      for (int r = 0; r < sh.rows; ++r) {
-        for (int i = 0; i < sh.ffn; ++i) {
-          const std::size_t gi = static_cast<std::size_t>(r) * 2 * sh.ffn + i;
-          const double g = to_f(to_b(static_cast<float>(gu.y[gi])));
-          const double u = to_f(to_b(static_cast<float>(gu.y[gi + sh.ffn])));
-          act_ref[static_cast<std::size_t>(r) * sh.ffn + i] = to_b(static_cast<float>(silu_ref(g) * u));
-          const double sig = 1.0 / (1.0 + std::exp(-g));
-          act_bound[static_cast<std::size_t>(r) * sh.ffn + i] =
-              std::ldexp(std::fabs(g * sig * (1 + g * (1 - sig)) * u) + std::fabs(silu_ref(g) * u), -7) +
-              std::ldexp(std::fabs(silu_ref(g) * u), -7) +
-              1e-5 * (1.1 * gu.magnitude[gi] * std::fabs(u) + std::fabs(silu_ref(g)) * gu.magnitude[gi + sh.ffn]) +
-              1e-6;
-        }
-      }
-      Reference want = reference(act_ref, wd, sh.rows, sh.hidden, sh.ffn);
-      if (accumulate) want = plus_residual(want, residual);
-      Dev<u16> dx(x), dwgu(wgu), dwd(wd), dact(static_cast<std::size_t>(sh.rows) * sh.ffn);
-      Dev<u16> dy(static_cast<std::size_t>(sh.rows + 1) * sh.hidden);
-      DecodeMlpBuffers buffers(sh.hidden);
-      std::vector<u16> y0(dy.n, kPoison);
-      if (accumulate) std::copy(residual.begin(), residual.end(), y0.begin());
-      std::vector<u16> first;
-      bool launched = true, counters_zero = true;
-      for (int repeat = 0; repeat < 2; ++repeat) {
-        dy.upload(y0);
-        launched =
-            launched && launch_decode_mlp(dx.as<bf16>(), sh.rows, sh.hidden, dwgu.as<bf16>(), sh.ffn, dwd.as<bf16>(),
-                                          dact.as<bf16>(), dy.as<bf16>(), accumulate, buffers.ws, nullptr);
-        const auto counters = buffers.counters.download();
-        counters_zero =
-            counters_zero && std::all_of(counters.begin(), counters.end(), [](unsigned c) { return c == 0; });
-        if (repeat == 0) first = dy.download();
-      }
-      const auto y = dy.download();
-      const auto act = dact.download();
-      std::size_t act_off = 0;
-      for (std::size_t i = 0; i < act.size(); ++i) {
-        if (!(std::fabs(to_f(act[i]) - to_f(act_ref[i])) <= act_bound[i])) ++act_off;
-      }
-      // y: the output rounding and the accumulation (compare()), plus act's one-step differences: 2^-7 of
-      // sum |act w|.
-      Reference loose = want;
-      for (std::size_t i = 0; i < loose.magnitude.size(); ++i) loose.magnitude[i] *= 128.0;
-      const std::vector<u16> y_rows(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(want.y.size()));
-      const Verdict v = compare(y_rows, loose);
-      bool guard = true;
-      for (int i = 0; i < sh.hidden; ++i)
-        guard = guard && y[static_cast<std::size_t>(sh.rows) * sh.hidden + i] == kPoison;
-      const bool repeatable = first == y;
-      char detail[256];
-      std::snprintf(detail, sizeof detail, "%s; act %zu off%s%s%s", describe(v, y_rows, loose).c_str(), act_off,
-                    guard ? "" : ", guard row written", counters_zero ? "" : ", counters not zero",
-                    repeatable ? "" : ", repeat differs");
-      report("decode mlp " + std::to_string(sh.rows) + " x " + std::to_string(sh.hidden) + " -> " +
-                 std::to_string(sh.ffn) + (accumulate ? " + residual" : ""),
-             launched && v.bad == 0 && act_off == 0 && guard && counters_zero && repeatable, detail);
-    }
-  }
-  DecodeMlpBuffers buffers(256);
-  Dev<u16> none(1);
-  report("decode mlp refuses 33 rows, hidden 192, ffn 96",
-         !launch_decode_mlp(none.as<bf16>(), 33, 256, none.as<bf16>(), 256, none.as<bf16>(), none.as<bf16>(),
-                            none.as<bf16>(), false, buffers.ws, nullptr) &&
-             !launch_decode_mlp(none.as<bf16>(), 8, 192, none.as<bf16>(), 256, none.as<bf16>(), none.as<bf16>(),
-                                none.as<bf16>(), false, buffers.ws, nullptr) &&
-             !launch_decode_mlp(none.as<bf16>(), 8, 256, none.as<bf16>(), 96, none.as<bf16>(), none.as<bf16>(),
-                                none.as<bf16>(), false, buffers.ws, nullptr),
-         "");
-}
-
-// The engine's MLP without the kernel: RMSNorm, cuBLASLt (or what tune picked) gate/up, SiLU * up, down
-// with the residual (GemmRunner::run_normed, run_silu_mul), and with it: RMSNorm, the decode MLP.
-struct MlpLayer {
-  const bf16 *norm, *w_gate_up, *w_down;
-};
-struct MlpPaths {
-  GemmRunner& runner;
-  int cls_gate_up, cls_down;
-  int hidden, ffn;
-  bf16 *xn, *gu, *act;
-  const DecodeMlpWorkspace& ws;
-  void unfused(const MlpLayer& l, int rows, bf16* h, cudaStream_t st) const {
-    runner.run_normed(cls_gate_up, rows, h, l.norm, 1e-5f, xn, l.w_gate_up, gu, st);
-    runner.run_silu_mul(cls_down, rows, gu, act, l.w_down, h, true, st);
-  }
-  void fused(const MlpLayer& l, int rows, bf16* h, cudaStream_t st) const {
-    launch_rmsnorm(h, l.norm, rows, hidden, 1e-5f, xn, st);
-    if (!launch_decode_mlp(xn, rows, hidden, l.w_gate_up, ffn, l.w_down, act, h, true, ws, st)) {
-      throw std::runtime_error("the decode MLP kernel refused the 8B shape");
-    }
-  }
-};
-
-// At the 8B shape: layers of random weights (enough that they stream from HBM, as in a step), the
-// MLP of each layer in turn captured in one CUDA graph per path. Checks the two paths agree after
-// one layer; with `bench`, times the graphs (median of 15 replays after 3, CUDA events) at 8, 16
-// and 32 rows.
-void test_decode_mlp_large(const cudaDeviceProp& prop, bool bench) {
-  if (!decode_mlp_supported(4096, 14336, prop.major, prop.minor)) return;
-  const int hidden = 4096, ffn = 14336, layers = bench ? 16 : 1, max_rows = kDecodeMlpMaxRows;
-  std::vector<std::unique_ptr<Dev<u16>>> weights;
-  std::vector<MlpLayer> mlp;
-  for (int i = 0; i < layers; ++i) {
-    auto gate_up = std::make_unique<Dev<u16>>(static_cast<std::size_t>(2) * ffn * hidden);
-    auto down = std::make_unique<Dev<u16>>(static_cast<std::size_t>(hidden) * ffn);
-    auto norm = std::make_unique<Dev<u16>>(static_cast<std::size_t>(hidden));
-    fill_random(gate_up->as<bf16>(), gate_up->n, 10 + 3 * i);
-    fill_random(down->as<bf16>(), down->n, 11 + 3 * i);
-    fill_random(norm->as<bf16>(), norm->n, 12 + 3 * i);
-    mlp.push_back(MlpLayer{norm->as<bf16>(), gate_up->as<bf16>(), down->as<bf16>()});
-    weights.push_back(std::move(gate_up));
-    weights.push_back(std::move(down));
-    weights.push_back(std::move(norm));
-  }
-  Dev<u16> h0(static_cast<std::size_t>(max_rows) * hidden), h(h0.n), xn(h0.n);
-  Dev<u16> gu(static_cast<std::size_t>(max_rows) * 2 * ffn), act(static_cast<std::size_t>(max_rows) * ffn);
-  fill_random(h0.as<bf16>(), h0.n, 5);
-  const std::size_t ws_bytes = 32ull << 20;
-  Dev<char> workspace(ws_bytes);
-  GemmRunner runner(workspace.p, ws_bytes);
-  std::vector<const void*> wgu, wd;
-  for (const MlpLayer& l : mlp) {
-    wgu.push_back(l.w_gate_up);
-    wd.push_back(l.w_down);
-  }
-  const int cls_gu = runner.add_class("gate_up", 2 * ffn, hidden, wgu);
-  const int cls_down = runner.add_class("down", hidden, ffn, wd);
-  DecodeMlpBuffers buffers(hidden);
-  const MlpPaths paths{runner, cls_gu, cls_down, hidden, ffn, xn.as<bf16>(), gu.as<bf16>(), act.as<bf16>(), buffers.ws};
-  cudaStream_t st;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  auto restore_h = [&] {
-    CUDA_CHECK(cudaMemcpyAsync(h.p, h0.p, h0.n * 2, cudaMemcpyDeviceToDevice, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
-  };
-  for (const int rows : {20, 32}) {
-    {
-      const ProgrammaticLaunchPause plain;
-      runner.tune(cls_gu, rows, xn.as<bf16>(), gu.as<bf16>(), st);
-      runner.tune(cls_down, rows, act.as<bf16>(), xn.as<bf16>(), st);
-    }
-    restore_h();
-    paths.unfused(mlp[0], rows, h.as<bf16>(), st);
-    const auto b = h.download();
-    restore_h();
-    paths.fused(mlp[0], rows, h.as<bf16>(), st);
-    const auto a = h.download();
-    double diff2 = 0, ref2 = 0;
-    for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * hidden; ++i) {
-      const double fa = to_f(a[i]), fb = to_f(b[i]);
-      diff2 += std::isfinite(fa) ? (fa - fb) * (fa - fb) : 1e30;
-      ref2 += fb * fb;
-    }
-    const double rel_l2 = std::sqrt(diff2 / ref2);
-    char detail[96];
-    std::snprintf(detail, sizeof detail, "relative L2 %.2e", rel_l2);
-    report("decode mlp " + std::to_string(rows) + " x 4096 -> 14336 + residual against the unfused path", rel_l2 < 1e-2,
-           detail);
-  }
-  if (bench) {
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    const double bytes = (3.0 * ffn * hidden * 2.0);  // weights per layer
-    std::printf(
-        "decode mlp bench: rows | unfused us/layer GB/s | fused us/layer GB/s | fused/unfused (%d layers a graph)\n",
-        layers);
-    for (const int rows : {8, 16, 32}) {
-      {
-        const ProgrammaticLaunchPause plain;
-        runner.tune(cls_gu, rows, xn.as<bf16>(), gu.as<bf16>(), st);
-        runner.tune(cls_down, rows, act.as<bf16>(), xn.as<bf16>(), st);
-      }
-      double us[2];
-      for (int fused = 0; fused < 2; ++fused) {
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        for (const MlpLayer& l : mlp) {
-          if (fused) {
-            paths.fused(l, rows, h.as<bf16>(), st);
-          } else {
-            paths.unfused(l, rows, h.as<bf16>(), st);
-          }
-        }
-        CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        std::vector<float> ms(15);
-        for (int i = -3; i < static_cast<int>(ms.size()); ++i) {
-          restore_h();
-          CUDA_CHECK(cudaEventRecord(e0, st));
-          CUDA_CHECK(cudaGraphLaunch(exec, st));
-          CUDA_CHECK(cudaEventRecord(e1, st));
-          CUDA_CHECK(cudaEventSynchronize(e1));
-          if (i >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[static_cast<std::size_t>(i)], e0, e1));
-        }
-        std::sort(ms.begin(), ms.end());
-        us[fused] = ms[ms.size() / 2] * 1000.0 / layers;
-        CUDA_CHECK(cudaGraphExecDestroy(exec));
-        CUDA_CHECK(cudaGraphDestroy(graph));
-      }
-      std::printf("decode mlp bench: %4d | %7.2f %6.0f | %7.2f %6.0f | %.3f\n", rows, us[0], bytes / us[0] / 1e3, us[1],
-                  bytes / us[1] / 1e3, us[1] / us[0]);
-    }
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-  }
-  CUDA_CHECK(cudaStreamDestroy(st));
-}
-
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run stopped by a timeout keeps what it printed
   try {
@@ -959,12 +707,6 @@ int main(int argc, char** argv) {
       if (argc > 2 && std::strcmp(argv[2], "--bench") == 0) bench_swiglu();
       return failures ? 1 : 0;
     }
-    if (argc > 1 && std::strcmp(argv[1], "--decode-mlp") == 0) {
-      test_decode_mlp(prop);
-      test_decode_mlp_large(prop, argc > 2 && std::strcmp(argv[2], "--bench") == 0);
-      std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
-      return failures ? 1 : 0;
-    }
     if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) {
       const ProgrammaticLaunchPause plain;
       profile();
@@ -975,8 +717,6 @@ int main(int argc, char** argv) {
     if (!kernel_only) test_runner();
     test_swiglu_gemm(prop);
     if (!kernel_only) test_swiglu_gemm_large(prop);
-    test_decode_mlp(prop);
-    if (!kernel_only) test_decode_mlp_large(prop, false);
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
   } catch (const std::exception& e) {

@@ -307,7 +307,6 @@ struct Rank {
   std::int32_t *cand_index = nullptr, *all_index = nullptr, *sampled = nullptr;
   float *cand_value = nullptr, *all_value = nullptr;
   void *attn_workspace = nullptr, *lt_workspace = nullptr;
-  DecodeMlpWorkspace decode_mlp;  // where the decode MLP kernel runs
   // A step's metadata, one buffer per pipeline slot: slot s's copy goes in on copy_stream while the
   // other slot's step runs, and the step waits for it (meta_ready) instead of a copy in its stream.
   std::array<std::int32_t*, 2> meta{nullptr, nullptr};
@@ -556,12 +555,6 @@ void CudaEngine::Impl::allocate_workspace(Rank& r, bool count_only) {
     r.sampled = c.take<std::int32_t>(sr);
     r.attn_workspace = c.take<char>(decode_attention_workspace_bytes(max_running, s.heads, cfg.head_dim, max_context));
     r.lt_workspace = c.take<char>(kLtWorkspaceBytes);
-    if (info.decode_mlp_max_rows > 0) {
-      r.decode_mlp.partial_floats = decode_mlp_partial_floats(cfg.hidden);
-      r.decode_mlp.partials = c.take<float>(r.decode_mlp.partial_floats);
-      r.decode_mlp.counter_count = decode_mlp_counter_count(cfg.hidden);
-      r.decode_mlp.counters = c.take<unsigned>(static_cast<std::size_t>(r.decode_mlp.counter_count));
-    }
     for (auto& m : r.meta) m = c.take<std::int32_t>(meta_words_cap);
     if (opt.fp8_weights) {
       r.x_fp8_bytes =
@@ -626,9 +619,6 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
   const unsigned skip = opt.knock_out;
   // Prefill-sized steps: the gate/up GEMM with SwiGLU in its epilogue, where the engine has it.
   const bool swiglu_fused = info.swiglu_min_rows > 0 && d.rows >= info.swiglu_min_rows;
-  // Decode-sized steps: the whole MLP in one kernel, where the engine has it.
-  const bool mlp_fused = info.decode_mlp_max_rows > 0 && d.rows >= info.decode_mlp_min_rows &&
-                         d.rows <= info.decode_mlp_max_rows && !(skip & (knock_out_norms | knock_out_silu));
   for (const LayerWeights& l : r.layers) {
     const bool pruned = d.prune_last && &l == &r.layers.back();
     // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
@@ -681,16 +671,6 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
         throw std::logic_error("the gate/up SwiGLU GEMM refused a shape the engine checked at start-up");
       }
       r.gemm->run(r.g_down, d.rows, r.act, l.w_down, r.h, first, st);
-      all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
-      continue;
-    }
-    if (mlp_fused) {
-      launch_rmsnorm(r.h, l.mlp_norm, d.rows, hidden, cfg.norm_eps, r.xn, st);
-      GPUSCOUT_CUDA_CHECK_LAUNCH();
-      if (!launch_decode_mlp(r.xn, d.rows, hidden, static_cast<const bf16*>(l.w_gate_up), s.ffn,
-                             static_cast<const bf16*>(l.w_down), r.act, r.h, first, r.decode_mlp, st)) {
-        throw std::logic_error("the decode MLP kernel refused a shape the engine checked at start-up");
-      }
       all_reduce(r, r.h, static_cast<std::size_t>(d.rows) * hidden, st);
       continue;
     }
@@ -1330,7 +1310,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
 #endif
   int device_count = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDeviceCount(&device_count));
-  bool pdl_capable = true, prefill_wgmma = prefill_attention_wgmma_by_default(), swiglu_gemm = true, decode_mlp = true;
+  bool pdl_capable = true, prefill_wgmma = prefill_attention_wgmma_by_default(), swiglu_gemm = true;
   int min_sms = std::numeric_limits<int>::max();
   for (std::size_t i = 0; i < options.gpus.size(); ++i) {
     const int g = options.gpus[i];
@@ -1352,7 +1332,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     prefill_wgmma = prefill_wgmma && prefill_attention_wgmma_supported(config.head_dim, prop.major, prop.minor);
     swiglu_gemm =
         swiglu_gemm && gate_up_swiglu_supported(config.hidden, config.ffn_hidden / e.tp, prop.major, prop.minor);
-    decode_mlp = decode_mlp && decode_mlp_supported(config.hidden, config.ffn_hidden / e.tp, prop.major, prop.minor);
     min_sms = std::min(min_sms, prop.multiProcessorCount);
     if (options.fp8_weights && prop.major * 10 + prop.minor < 89) {
       throw gpuscout::UsageError(
@@ -1370,10 +1349,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     e.info.swiglu_min_rows = options.fused_swiglu_min_rows > 0
                                  ? options.fused_swiglu_min_rows
                                  : gate_up_swiglu_min_rows(config.ffn_hidden / e.tp, min_sms);
-  }
-  if (decode_mlp && !options.fp8_weights && (options.decode_mlp || decode_mlp_by_default())) {
-    e.info.decode_mlp_min_rows = options.decode_mlp_min_rows > 0 ? options.decode_mlp_min_rows : kDecodeMlpMinRows;
-    e.info.decode_mlp_max_rows = kDecodeMlpMaxRows;
   }
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;

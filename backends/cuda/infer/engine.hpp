@@ -88,13 +88,6 @@ struct EngineOptions {
   // Tests only: the row count from which it runs instead of the rule's (> 0), so that small models'
   // steps reach it.
   int fused_swiglu_min_rows = 0;
-  // Decode-sized steps (kDecodeMlpMinRows to kDecodeMlpMaxRows rows: 16-32) run the whole MLP after
-  // its RMSNorm as one persistent kernel (mlp_decode_wgmma.cu: BF16 weights on compute capability
-  // 9.0; elsewhere ignored) instead of cuBLASLt, SiLU * up and cuBLASLt. Off unless asked for here or
-  // by GPUSCOUT_DECODE_MLP=1 (an experiment until it is measured faster in whole steps).
-  bool decode_mlp = false;
-  // Tests only: the row count from which it runs instead of kDecodeMlpMinRows (> 0).
-  int decode_mlp_min_rows = 0;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
@@ -126,9 +119,6 @@ struct EngineInfo {
   // the SiLU * up kernel: the fused kernel off, and always for smaller steps; swiglu_min_rows 0).
   std::string mlp_gate_up = "cublaslt, silu";
   int swiglu_min_rows = 0;
-  // Steps of decode_mlp_min_rows to decode_mlp_max_rows rows ran the decode MLP kernel
-  // (EngineOptions::decode_mlp); both 0 where it is off.
-  int decode_mlp_min_rows = 0, decode_mlp_max_rows = 0;
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
   // One line per decode bucket and context class, when timed: the plan kept, then each candidate's

@@ -92,29 +92,4 @@ SwigluEpilogue swiglu_epilogue_by_default();  // deferred, unless GPUSCOUT_SWIGL
 bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_up, int ffn, bf16* out,
                            cudaStream_t stream, SwigluEpilogue epilogue = SwigluEpilogue::deferred);
 
-// A decode step's whole MLP in one persistent kernel (mlp_decode_wgmma.cu, compute capability 9.0
-// only): y = (silu(xn W_gate^T) * (xn W_up^T)) W_down^T, plus the old y when `accumulate`, for 1 to
-// kDecodeMlpMaxRows rows of xn [rows, hidden]; act [rows, ffn] is written on the way. W_gate_up [2
-// ffn, hidden] (gate rows, then up rows) and W_down [hidden, ffn], row-major BF16. Needs hidden % 128
-// == 0 and ffn % 64 == 0. The engine takes it for decode steps of kDecodeMlpMinRows or more rows with
-// GPUSCOUT_DECODE_MLP=1.
-inline constexpr int kDecodeMlpMaxRows = 32;
-inline constexpr int kDecodeMlpMinRows = 16;
-bool decode_mlp_supported(int hidden, int ffn, int cc_major, int cc_minor);
-bool decode_mlp_by_default();  // only with GPUSCOUT_DECODE_MLP=1
-// Its scratch: FP32 partials of the down projection and counters (zero before the first launch; each
-// launch leaves them zero), 16-byte aligned, used by nothing else between launches.
-struct DecodeMlpWorkspace {
-  float* partials = nullptr;
-  std::size_t partial_floats = 0;
-  unsigned* counters = nullptr;
-  int counter_count = 0;
-};
-std::size_t decode_mlp_partial_floats(int hidden);
-int decode_mlp_counter_count(int hidden);
-// False, launching nothing, where the kernel cannot run (another GPU, a shape or row count it does not
-// take, a workspace too small).
-bool launch_decode_mlp(const bf16* xn, int rows, int hidden, const bf16* w_gate_up, int ffn, const bf16* w_down,
-                       bf16* act, bf16* y, bool accumulate, const DecodeMlpWorkspace& ws, cudaStream_t stream);
-
 }  // namespace gpuscout::cuda::infer
