@@ -282,14 +282,24 @@ struct MeasuredLoad {
   std::string where, calibration;
 };
 
+// The serve/engine record that goes with a serve record of key serve/KIND/MODEL/tpN[-fp8]/...:
+// serve/engine/MODEL/tpN[-fp8]; empty when the key has no such parts.
+std::string engine_key_of(const std::string& key) {
+  const auto kind_end = key.find('/', std::string("serve/").size());
+  if (key.rfind("serve/", 0) != 0 || kind_end == std::string::npos) return {};
+  const auto model_end = key.find('/', kind_end + 1);
+  if (model_end == std::string::npos) return {};
+  const auto tp_end = key.find('/', model_end + 1);
+  return "serve/engine" + key.substr(kind_end, tp_end == std::string::npos ? std::string::npos : tp_end - kind_end);
+}
+
 // The simulation's inputs for the load record `load` of `set` (its serve/engine record gives the engine's
 // limits; `load` the lengths, bounds and step budget); nullopt when the file lacks what it needs.
 std::optional<MeasuredLoad> measured_load(const results::ResultSet& set, const results::Record& load,
-                                          const std::string& base, const specs::SpecDb& specs,
-                                          const workloads::ModelCatalog& catalog,
+                                          const specs::SpecDb& specs, const workloads::ModelCatalog& catalog,
                                           const std::vector<Calibration>& calibrations,
                                           const FrameworkProfile& framework) {
-  const std::string engine_key = "serve/engine" + base.substr(std::string("serve/load").size());
+  const std::string engine_key = engine_key_of(load.key);
   const auto engine = std::find_if(set.records.begin(), set.records.end(),
                                    [&](const results::Record& r) { return r.key == engine_key; });
   if (engine == set.records.end() || set.gpus.empty() || set.gpus[0].spec_name.empty()) return std::nullopt;
@@ -355,7 +365,42 @@ void validate_serving(ValidationReport& report, const std::vector<results::Resul
     const auto& set = sets[f];
     const std::string file = f < names.size() ? names[f] : "result file";
     for (const auto& load : set.records) {
-      if (load.benchmark != "serve" || load.key.rfind("serve/load/", 0) != 0) continue;
+      if (load.benchmark != "serve") continue;
+      const bool passed = load.outcome == results::Outcome::passed;
+      if (load.key.rfind("serve/decode/", 0) == 0) {
+        if (!passed) continue;
+        // A decode case: B sequences at C tokens of context, one step of the engine (its median).
+        const auto* step = load.find_metric("step_time");
+        const double batch = load.params.value("batch", 0.0), context = load.params.value("context_tokens", 0.0);
+        auto m = measured_load(set, load, specs, catalog, calibrations, framework);
+        if (!step || batch < 1 || !m) continue;
+        const double predicted = engine_step(m->ctx, m->setup, {{batch, 1, context}}, batch).seconds * 1e3;
+        report.rows.push_back(serving_row(
+            load.key, fmt::format("decode step at batch {} and {} tokens of context: {}", batch, context, m->where),
+            step->value, predicted, "ms", *m, file));
+        continue;
+      }
+      if (load.key.rfind("serve/static/", 0) == 0) {
+        if (!passed) continue;
+        // The static batch: its requests all at once (a closed loop of as many clients as requests, none
+        // replaced), under the run's step budget; output tokens/s and the median TTFT.
+        const auto* output = load.find_metric("output_tokens_per_s");
+        const auto* ttft = load.find_metric("ttft");
+        const int requests = load.params.value("requests", 0);
+        auto m = measured_load(set, load, specs, catalog, calibrations, framework);
+        if (!output || !ttft || requests < 1 || !m) continue;
+        m->q.min_requests = requests;
+        m->q.warmup_requests = 0;
+        m->q.min_duration_s = 0;
+        const auto predicted = simulate_concurrency(m->ctx, m->setup, m->limits, m->q, requests);
+        const std::string what = fmt::format("static batch of {}: {}", requests, m->where);
+        report.rows.push_back(serving_row(load.key + "/output_tokens_per_s", "output tokens/s, " + what, output->value,
+                                          predicted.output_tokens_per_s, "tokens/s", *m, file));
+        report.rows.push_back(serving_row(load.key + "/ttft", "median TTFT, " + what, ttft->value,
+                                          predicted.ttft_ms.p50, "ms", *m, file));
+        continue;
+      }
+      if (load.key.rfind("serve/load/", 0) != 0) continue;
       const std::string suffix = "/server/peak";
       if (ends_with(load.key, suffix)) {
         // Find-peak: the peak rate and the median TPOT of its first probe.
@@ -365,7 +410,7 @@ void validate_serving(ValidationReport& report, const std::vector<results::Resul
           return r.key.rfind(base + "/server/probe_", 0) == 0;
         });
         if (!peak_rate || first_probe == set.records.end()) continue;
-        auto m = measured_load(set, *first_probe, base, specs, catalog, calibrations, framework);
+        auto m = measured_load(set, *first_probe, specs, catalog, calibrations, framework);
         if (!m) continue;
         const double first_rate = first_probe->params.value("target_rate", 1.0);
         const auto predicted = simulate_peak(m->ctx, m->setup, m->limits, m->q, first_rate);
@@ -391,7 +436,7 @@ void validate_serving(ValidationReport& report, const std::vector<results::Resul
           load.outcome != results::Outcome::passed) {
         continue;
       }
-      auto m = measured_load(set, load, load.key.substr(0, marker), specs, catalog, calibrations, framework);
+      auto m = measured_load(set, load, specs, catalog, calibrations, framework);
       if (!m) continue;
       m->q.min_requests = std::max(1, load.params.value("requests", m->q.min_requests));
       m->q.min_duration_s = 0;  // the measured count already is what the run's duration gave

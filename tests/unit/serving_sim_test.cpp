@@ -220,5 +220,47 @@ TEST_F(ServingSimTest, ValidationModelsThePrunedLastLayerAsTheRecordSays) {
   EXPECT_LT(with.rows[1].predicted, without.rows[1].predicted);
 }
 
+// The serve benchmark's decode cases (batch 1 / 8 / 32 at 512 tokens of context) and its static batch
+// (32 x 512 / 128 under the offline step budget) of session 21's final run, predicted with the
+// calibration (GEMM, memory and collective records only: no serve record is in it) and the engine's
+// profile. Pinned as measured: the model's decode step is flatter in the batch than the engine's (batch
+// 1 +9.6%: the engine's one-row GEMVs start under the kernel before them, which per-call GEMM times
+// do not see; batch 8 / 32 -6.1% / -7.0%), and the static batch +5.4% (TTFT -3.5%).
+TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredDecodeStepsAndStaticBatch) {
+  const std::string name = "bench/results/h200-serve-final-s21-20261202.json";
+  auto set = results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / name);
+  ValidationReport report;
+  validate_serving(report, {set}, *specs_, *catalog_, *calibrations_, *frameworks_, {name});
+  ASSERT_EQ(report.count.at("own_serving"), 5u);
+  const std::vector<std::string> ids = {
+      "serve/decode/llama-3.1-8b/tp1/b1_ctx512", "serve/decode/llama-3.1-8b/tp1/b8_ctx512",
+      "serve/decode/llama-3.1-8b/tp1/b32_ctx512", "serve/static/llama-3.1-8b/tp1/b32_isl512_osl128/output_tokens_per_s",
+      "serve/static/llama-3.1-8b/tp1/b32_isl512_osl128/ttft"};
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(report.rows[i].id, ids[i]);
+  EXPECT_NEAR(report.rows[0].measured, 4.158, 0.001);
+  EXPECT_NEAR(report.rows[2].measured, 5.585, 0.001);
+  EXPECT_NEAR(report.rows[3].measured, 3873.7, 0.1);
+  // Steps grow with the batch in both; the model's less.
+  EXPECT_LT(report.rows[0].predicted, report.rows[1].predicted);
+  EXPECT_LT(report.rows[1].predicted, report.rows[2].predicted);
+  EXPECT_GT(report.rows[0].predicted, report.rows[0].measured);
+  EXPECT_LT(report.rows[2].predicted, report.rows[2].measured);
+  // The static batch's 16384-token budget puts all 32 prompts in one step: every TTFT is that step.
+  EXPECT_NEAR(report.rows[4].predicted, 335, 15);
+  EXPECT_NEAR(report.mape_pct.at("own_serving"), 6.3, 1.0);
+
+  // The run's own budget decides: at 8192 tokens the prompts take two steps, and half of them wait for
+  // the second; a failed case is not predicted.
+  for (auto& r : set.records) {
+    if (r.key.rfind("serve/static/", 0) == 0) r.params["max_step_tokens"] = 8192;
+    if (r.key == ids[1]) r.outcome = results::Outcome::failed;
+  }
+  ValidationReport halved;
+  validate_serving(halved, {set}, *specs_, *catalog_, *calibrations_, *frameworks_, {name});
+  ASSERT_EQ(halved.count.at("own_serving"), 4u);
+  EXPECT_EQ(halved.rows[1].id, ids[2]);
+  EXPECT_LT(halved.rows[3].predicted, 0.8 * report.rows[4].predicted);  // p50 among the first step's
+}
+
 }  // namespace
 }  // namespace gpuscout::model

@@ -53,10 +53,13 @@ ValidationReport validate_public(const std::string& csv_text, const specs::SpecD
 void validate_own(ValidationReport& report, const std::vector<results::ResultSet>& sets, const specs::GpuSpec& spec,
                   const std::vector<std::string>& names);
 
-// Predicts the project's own measured Server find-peak runs (records serve/load/MODEL/tpN/server/peak, their
-// probes and the serve/engine record of the same model and TP) with the queueing simulation
-// (serving_sim.hpp) under the gpuscout engine's framework profile: the peak rate and the median TPOT of the
-// first probe (category own_serving). The engine's limits (max running, step tokens, KV block) come from
+// Predicts the project's own measured serve runs under the gpuscout engine's framework profile (category
+// own_serving), each with the serve/engine record of the same model and TP: Server find-peak runs
+// (serve/load/MODEL/tpN/server/peak and their probes: the peak rate and the median TPOT of the first
+// probe) and Concurrency points (output tokens/s) with the queueing simulation (serving_sim.hpp); the
+// passed decode cases (serve/decode/...: the step time, one engine_step of the batch at its context); and
+// the static batch (serve/static/...: output tokens/s and the median TTFT, its requests simulated all at
+// once under the run's step budget). The engine's limits (max running, step tokens, KV block) come from
 // its record; its KV room comes from the memory model (a prediction, not the measured figure).
 void validate_serving(ValidationReport& report, const std::vector<results::ResultSet>& sets, const specs::SpecDb& specs,
                       const workloads::ModelCatalog& catalog, const std::vector<Calibration>& calibrations,
