@@ -7,7 +7,8 @@ Definitions (docs/modeling.md, "Calibration"):
                              (arithmetic intensity 2mnk / (bytes of A, B, C) above the spec ridge
                              peak / bandwidth), median over shapes per m (tokens).
   GEMM weight-stream eff.  = (bytes of A, B, C) / time / spec bandwidth, for memory-bound shapes
-                             (small m: decode), median over shapes and m.
+                             (small m: decode): median over shapes and m; by bytes, each shape at its
+                             fewest rows; by rows, time at one row / time at m rows, median over shapes.
   memory efficiency        = measured GB/s / spec bandwidth, median over read/write/copy/triad per
                              array size; sizes that stay in L2 are skipped.
   host transfer            = pinned copy-engine GB/s, median per direction.
@@ -41,7 +42,7 @@ def main():
 
     compute = {}  # precision -> m -> [eta]
     stream = {}  # precision -> [eta]
-    stream_by_bytes = {}  # precision -> bytes -> [eta]
+    stream_shapes = {}  # precision -> (n, k) -> m -> [(seconds, bytes)]
     memory = {}  # bytes -> [eta]
     host = {"h2d": [], "d2h": []}
     ar_small, ar_busbw, ar_ranks = {}, [], {}  # all-reduce: time (us) by ranks and bytes, busbw >= 64 MiB
@@ -70,7 +71,7 @@ def main():
                     compute.setdefault(prec, {}).setdefault(m, []).append(metrics["throughput"] * 1e12 / peaks[peak_key])
                 else:
                     stream.setdefault(prec, []).append(nbytes / t / bandwidth)
-                    stream_by_bytes.setdefault(prec, {}).setdefault(nbytes, []).append(nbytes / t / bandwidth)
+                    stream_shapes.setdefault(prec, {}).setdefault((n, k), {}).setdefault(m, []).append((t, nbytes))
                 took = True
             elif rec.get("benchmark") == "memory" and "bandwidth" in metrics:
                 if p.get("l2_resident") or p.get("op") == "ce_copy":
@@ -119,9 +120,27 @@ def main():
         if prec in stream:
             out.append(f"weight_stream_efficiency = {statistics.median(stream[prec]):.4f}  "
                        f"# median of {len(stream[prec])} memory-bound shapes")
-            pts_b = sorted((b, statistics.median(v)) for b, v in stream_by_bytes[prec].items())
-            out.append("# [bytes of A, B and C, median weight-stream efficiency] over memory-bound shapes")
+            # As calibration_from_results (src/model/calibration.cpp): the bytes curve takes each shape at its
+            # fewest rows; the rows curve, each shape's time at one row over its time at more rows.
+            by_bytes, by_rows = {}, {}
+            for by_m in stream_shapes[prec].values():
+                m0 = min(by_m)
+                for t, nbytes in by_m[m0]:
+                    by_bytes.setdefault(nbytes, []).append(nbytes / t / bandwidth)
+                if m0 != 1:
+                    continue
+                t0 = statistics.median(t for t, _ in by_m[m0])
+                for m, pts in by_m.items():
+                    if m != m0:
+                        by_rows.setdefault(m, []).append(t0 / statistics.median(t for t, _ in pts))
+            pts_b = sorted((b, statistics.median(v)) for b, v in by_bytes.items())
+            out.append("# [bytes of A, B and C, median weight-stream efficiency] over memory-bound shapes at their "
+                       "fewest rows")
             out.append("weight_stream_by_bytes = [" + ", ".join(f"[{b}, {e:.4f}]" for b, e in pts_b) + "]")
+            if by_rows:
+                pts_m = [(1, 1.0)] + sorted((m, statistics.median(v)) for m, v in by_rows.items())
+                out.append("# [m (rows), median over shapes of time at one row / time at m rows]")
+                out.append("weight_stream_by_rows = [" + ", ".join(f"[{m}, {e:.4f}]" for m, e in pts_m) + "]")
         out.append("")
     pts = sorted((b, statistics.median(v)) for b, v in memory.items())
     out.append("[memory]")

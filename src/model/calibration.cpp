@@ -195,10 +195,12 @@ double Calibration::gemm_efficiency(specs::Precision precision, double m) const 
   return std::min(interpolate_log2(own, m), interpolate_log2(bf16->second.compute, m) * scale);
 }
 
-double Calibration::weight_stream_efficiency(specs::Precision precision, double bytes) const {
+double Calibration::weight_stream_efficiency(specs::Precision precision, double bytes, double m) const {
   const auto it = gemm.find(precision_name(precision));
   if (it != gemm.end() && bytes > 0 && !it->second.weight_stream_by_bytes.empty()) {
-    return interpolate_log2(it->second.weight_stream_by_bytes, bytes);
+    const auto& rows = it->second.weight_stream_by_rows;
+    return interpolate_log2(it->second.weight_stream_by_bytes, bytes) *
+           (rows.empty() ? 1.0 : interpolate_log2(rows, std::max(m, 1.0)));
   }
   if (it != gemm.end() && it->second.weight_stream) return *it->second.weight_stream;
   const auto bf16 = gemm.find("bf16");
@@ -236,6 +238,8 @@ Calibration parse_calibration(const data::DataFile& file) {
       curve.weight_stream = entry.optional_number("weight_stream_efficiency", 0.01, 1.2);
       if (entry.has("weight_stream_by_bytes"))
         curve.weight_stream_by_bytes = parse_curve(entry, *t, "weight_stream_by_bytes");
+      if (entry.has("weight_stream_by_rows"))
+        curve.weight_stream_by_rows = parse_curve(entry, *t, "weight_stream_by_rows");
       cal.gemm[std::string(key.str())] = std::move(curve);
     }
   }
@@ -266,7 +270,12 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   const double bandwidth = spec.memory_bandwidth_gbs.value * 1e9;
   std::map<std::string, std::map<double, std::vector<double>>> compute;
   std::map<std::string, std::vector<double>> stream;
-  std::map<std::string, std::map<double, std::vector<double>>> stream_by_bytes;
+  // Memory-bound GEMM times by precision, shape (n, k) and m: the bytes curve takes each shape at its
+  // fewest rows, the rows curve each shape's times at more rows against its time at one row.
+  struct StreamPoint {
+    double seconds, bytes;
+  };
+  std::map<std::string, std::map<std::pair<double, double>, std::map<double, std::vector<StreamPoint>>>> stream_shapes;
   std::map<double, std::vector<double>> memory;
   std::vector<double> h2d, d2h;
   std::vector<CollectivePoint> ar_points;  // all-reduce records
@@ -310,7 +319,7 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
           compute[prec][m].push_back(tp->value * 1e12 / peak);
         } else {
           stream[prec].push_back(bytes / t / bandwidth);
-          stream_by_bytes[prec][bytes].push_back(bytes / t / bandwidth);
+          stream_shapes[prec][{n, k}][m].push_back({t, bytes});
         }
         used = true;
       } else if (r.benchmark == "memory") {
@@ -346,7 +355,26 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   }
   for (auto& [prec, v] : stream) {
     if (!cal.gemm.contains(prec)) cal.gemm[prec].weight_stream = median(v);
-    for (auto& [bytes, e] : stream_by_bytes[prec]) cal.gemm[prec].weight_stream_by_bytes.emplace_back(bytes, median(e));
+    std::map<double, std::vector<double>> by_bytes, by_rows;
+    for (auto& [shape, by_m] : stream_shapes[prec]) {
+      const auto& [m0, fewest] = *by_m.begin();
+      std::vector<double> t0;
+      for (const auto& point : fewest) {
+        by_bytes[point.bytes].push_back(point.bytes / point.seconds / bandwidth);
+        t0.push_back(point.seconds);
+      }
+      if (m0 != 1) continue;
+      for (const auto& [m, points] : by_m) {
+        if (m == m0) continue;
+        std::vector<double> t;
+        for (const auto& point : points) t.push_back(point.seconds);
+        by_rows[m].push_back(median(t0) / median(t));
+      }
+    }
+    auto& curve = cal.gemm[prec];
+    for (auto& [bytes, e] : by_bytes) curve.weight_stream_by_bytes.emplace_back(bytes, median(e));
+    if (!by_rows.empty()) curve.weight_stream_by_rows.emplace_back(1, 1.0);
+    for (auto& [m, r] : by_rows) curve.weight_stream_by_rows.emplace_back(m, median(r));
   }
   for (auto& [bytes, v] : memory) cal.memory.emplace_back(bytes, median(v));
   if (!h2d.empty()) cal.h2d_gbs = median(h2d);

@@ -136,7 +136,7 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     const double flops = 2 * assignments * (gates + 1) * h * width;
     const double bytes = touched * (gates + 1) * h * width * weight_bytes + assignments * (2 * h + gates * width) * 2;
     const double tc = flops / (peak_flops(ctx, prec) * ctx.calibration.gemm_efficiency(prec, m_eff));
-    const double tm = bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(prec, bytes));
+    const double tm = bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(prec, bytes, m_eff));
     op.flops = flops * layers * moe_share;
     op.bytes = bytes * layers * moe_share;
     op.seconds = std::max(tc, tm) * layers * moe_share;
@@ -235,7 +235,7 @@ OpTime gemm_time(const SpeedContext& ctx, Precision precision, const std::string
                  double weight_bytes_per_element, double count) {
   OpTime op{key, 2 * m * n * k, (m * k + m * n) * kActivationBytes + n * k * weight_bytes_per_element, 0, ""};
   const double tc = op.flops / (peak_flops(ctx, precision) * ctx.calibration.gemm_efficiency(precision, m));
-  const double tm = op.bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(precision, op.bytes));
+  const double tm = op.bytes / (bandwidth(ctx) * ctx.calibration.weight_stream_efficiency(precision, op.bytes, m));
   op.seconds = std::max(tc, tm) * count;
   op.bound = tc >= tm ? "compute" : "memory";
   op.flops *= count;

@@ -46,6 +46,19 @@ TEST(Calibration, EmbeddedH200TableIsMeasured) {
   // By bytes: a 4096x4096 BF16 matrix (32 MiB) streams less well than a 28672x4096 one (224 MiB).
   EXPECT_LT(c.weight_stream_efficiency(specs::Precision::bf16, 33.6e6),
             c.weight_stream_efficiency(specs::Precision::bf16, 235e6));
+  // By rows (session 22): the Llama-3.1-8B layer shapes and LM heads measured at 1, 8, 16, 32 and 128 rows.
+  // One to 16 rows stream alike; 128 rows at ~0.86 of the one-row rate (cuBLASLt's tiles for them).
+  const double gate_up = 235e6;
+  EXPECT_DOUBLE_EQ(c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 1),
+                   c.weight_stream_efficiency(specs::Precision::bf16, gate_up));
+  EXPECT_NEAR(c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 16) /
+                  c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 1),
+              1.0, 0.02);
+  EXPECT_NEAR(c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 128) /
+                  c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 1),
+              0.864, 0.01);
+  EXPECT_LT(c.weight_stream_efficiency(specs::Precision::fp8, 117e6, 128),
+            c.weight_stream_efficiency(specs::Precision::fp8, 117e6, 1));
   EXPECT_NEAR(c.memory_efficiency(4.0 * (1ull << 30)), 0.90, 0.01);
   EXPECT_DOUBLE_EQ(c.error_band(), 0.10);
   // 2 x H200 NCCL all-reduce (bench/results/h200x2-*.json): α ~13.5 us, busbw ~353 GB/s.
@@ -73,6 +86,43 @@ TEST(Calibration, FromResultRecords) {
               1e-9);
   // Leaving the only record out leaves nothing: a usage error naming the flag.
   EXPECT_THROW(calibration_from_results({set}, h200, r.key), UsageError);
+}
+
+// Memory-bound GEMMs: the bytes curve takes each shape at its fewest rows, the rows curve each shape's
+// time at one row over its time at more rows (median over shapes), as scripts/make-calibration.py writes them.
+TEST(Calibration, WeightStreamByBytesAndRowsFromRecords) {
+  results::ResultSet set;
+  results::GpuInfo g;
+  g.spec_name = "H200-SXM-141GB";
+  set.gpus.push_back(g);
+  // Times in us at 1 and 128 rows: shape A 100 -> 125 (0.8), shape B 50 -> 55 (0.909), shape C (no one-row
+  // record) only at 16 rows.
+  auto add = [&](double m, double n, double k, double us) {
+    results::Record r;
+    r.key = "gemm/bf16/m" + std::to_string(static_cast<int>(m)) + "_n" + std::to_string(static_cast<int>(n));
+    r.benchmark = "gemm";
+    r.params = {{"precision", "bf16"}, {"m", m}, {"n", n}, {"k", k}};
+    r.metrics.push_back({"throughput", 2 * m * n * k / (us * 1e-6) / 1e12, "TFLOP/s", "median", 10, std::nullopt, ""});
+    set.records.push_back(r);
+  };
+  add(1, 28672, 4096, 100);
+  add(128, 28672, 4096, 125);
+  add(1, 4096, 4096, 50);
+  add(128, 4096, 4096, 55);
+  add(16, 6144, 4096, 40);
+  const auto& h200 = db().get("H200-SXM-141GB");
+  const auto cal = calibration_from_results({set}, h200);
+  const auto& curve = cal.gemm.at("bf16");
+  // One point per shape, at its fewest rows (1, 1 and 16), and none from the 128-row records.
+  ASSERT_EQ(curve.weight_stream_by_bytes.size(), 3u);
+  const double bytes_a = (28672.0 * 4096 + 4096 + 28672) * 2;
+  EXPECT_NEAR(interpolate_log2(curve.weight_stream_by_bytes, bytes_a), bytes_a / 100e-6 / 4.8e12, 1e-6);
+  ASSERT_EQ(curve.weight_stream_by_rows.size(), 2u);
+  EXPECT_EQ(curve.weight_stream_by_rows[0], (std::pair{1.0, 1.0}));
+  EXPECT_EQ(curve.weight_stream_by_rows[1].first, 128);
+  EXPECT_NEAR(curve.weight_stream_by_rows[1].second, (0.8 + 100.0 / 110) / 2, 1e-9);
+  EXPECT_NEAR(cal.weight_stream_efficiency(specs::Precision::bf16, bytes_a, 128),
+              bytes_a / 100e-6 / 4.8e12 * (0.8 + 100.0 / 110) / 2, 1e-6);
 }
 
 TEST(Calibration, TransferWithinFamilyElsePublic) {

@@ -74,8 +74,10 @@ TEST(Validation, MapePinned) {
   // end of the weight-stream curve gave): the faster LM head moves the H100 rows up, the over-predicted a little more.
   EXPECT_NEAR(m.at("inference_throughput"), 22.7, 0.5);
   EXPECT_NEAR(m.at("ttft"), 14.1, 0.5);
-  // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out.
-  EXPECT_NEAR(m.at("own_gemm"), 3.9, 0.5);
+  // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out;
+  // 3.9 until session 22 priced memory-bound GEMMs by their rows too (weight_stream_by_rows: 128 rows
+  // stream at 0.86 of the one-row rate), not only by the bytes that rows add.
+  EXPECT_NEAR(m.at("own_gemm"), 3.1, 0.5);
   EXPECT_NEAR(m.at("own_memory"), 5.5, 0.5);
   // 2 x H200 NCCL all-reduce, 8 B - 8 GiB, leave-one-size-out: 6.5 with the α-β line
   // until session 20 gave the model the measured curve (time per message size, straight lines between).

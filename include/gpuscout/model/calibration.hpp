@@ -28,7 +28,11 @@ double interpolate_log2(const Curve& curve, double x);
 struct GemmCurve {
   Curve compute;                        // (m, measured FLOP/s / dense peak) over compute-bound shapes
   std::optional<double> weight_stream;  // bytes / time / spec bandwidth over memory-bound shapes (median)
-  Curve weight_stream_by_bytes;         // the same by bytes moved (small matrices stream less well)
+  Curve weight_stream_by_bytes;         // the same by bytes moved (small matrices stream less well), at one row
+  // (m, efficiency relative to one row): the median over shapes measured at both of t(1 row) / t(m rows).
+  // Memory-bound GEMMs of more rows stream their weights more slowly (cuBLASLt's tiles for 128 rows on
+  // the H200: 0.86 of the one-row rate); empty: no such measurements, no correction.
+  Curve weight_stream_by_rows;
 };
 
 // A collective over the scale-up fabric. Without a measured curve, the α-β line
@@ -62,9 +66,9 @@ struct Calibration {
   // Compute efficiency of a GEMM with m rows (tokens) at `precision`. A precision measured only at large
   // m takes the shape of the bf16 curve scaled to its own large-m value; one never measured takes bf16's.
   double gemm_efficiency(specs::Precision precision, double m) const;
-  // Bandwidth efficiency of a memory-bound GEMM moving `bytes` (weights streamed once); the curve by
-  // bytes when measured, else the median.
-  double weight_stream_efficiency(specs::Precision precision, double bytes = 0) const;
+  // Bandwidth efficiency of a memory-bound GEMM of m rows moving `bytes` (weights streamed once): the
+  // curve by bytes when measured, else the median; times the rows curve at m where there is one.
+  double weight_stream_efficiency(specs::Precision precision, double bytes = 0, double m = 1) const;
   // Memory-bandwidth efficiency for `bytes` moved (HBM-sized arrays; small sizes clamp to the first point).
   double memory_efficiency(double bytes) const;
   // Relative error band (fraction) of a figure computed with this calibration: ±10% measured, ±20%
