@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "gpuscout/data/data_source.hpp"
+#include "gpuscout/results/result_json.hpp"
 #include "gpuscout/specs/spec_db.hpp"
 #include "gpuscout/util/error.hpp"
 
@@ -123,6 +125,30 @@ TEST(Calibration, WeightStreamByBytesAndRowsFromRecords) {
   EXPECT_NEAR(curve.weight_stream_by_rows[1].second, (0.8 + 100.0 / 110) / 2, 1e-9);
   EXPECT_NEAR(cal.weight_stream_efficiency(specs::Precision::bf16, bytes_a, 128),
               bytes_a / 100e-6 / 4.8e12 * (0.8 + 100.0 / 110) / 2, 1e-6);
+}
+
+// The embedded table is what scripts/make-calibration.py wrote from the files it lists; the C++ builder
+// (what `--calibration FILE...` and validate's leave-one-out use) must make the same GEMM curves of them.
+TEST(Calibration, EmbeddedTableMatchesTheBuilderOnItsFiles) {
+  const auto embedded = load_calibrations(data::DataSource::embedded()).at(0);
+  std::vector<results::ResultSet> sets;
+  for (const auto& f : embedded.files) {
+    sets.push_back(results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / f));
+  }
+  const auto built = calibration_from_results(sets, db().get("H200-SXM-141GB"));
+  for (const auto* prec : {"bf16", "fp8"}) {
+    const auto& a = embedded.gemm.at(prec);
+    const auto& b = built.gemm.at(prec);
+    for (const auto& [table, builder] :
+         {std::pair{&a.compute, &b.compute}, std::pair{&a.weight_stream_by_bytes, &b.weight_stream_by_bytes},
+          std::pair{&a.weight_stream_by_rows, &b.weight_stream_by_rows}}) {
+      ASSERT_EQ(table->size(), builder->size()) << prec;
+      for (std::size_t i = 0; i < table->size(); ++i) {
+        EXPECT_DOUBLE_EQ((*table)[i].first, (*builder)[i].first) << prec << " point " << i;
+        EXPECT_NEAR((*table)[i].second, (*builder)[i].second, 5e-5) << prec << " point " << i;  // 4 decimals
+      }
+    }
+  }
 }
 
 TEST(Calibration, TransferWithinFamilyElsePublic) {
