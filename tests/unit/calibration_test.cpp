@@ -48,8 +48,9 @@ TEST(Calibration, EmbeddedH200TableIsMeasured) {
   // By bytes: a 4096x4096 BF16 matrix (32 MiB) streams less well than a 28672x4096 one (224 MiB).
   EXPECT_LT(c.weight_stream_efficiency(specs::Precision::bf16, 33.6e6),
             c.weight_stream_efficiency(specs::Precision::bf16, 235e6));
-  // By rows (session 22): the Llama-3.1-8B layer shapes and LM heads measured at 1, 8, 16, 32 and 128 rows.
-  // One to 16 rows stream alike; 128 rows at ~0.86 of the one-row rate (cuBLASLt's tiles for them).
+  // By rows (session 22): the Llama-3.1-8B layer shapes, the 8B and 70B LM heads and the 70B's TP2 layer
+  // shapes measured at 1 to 128 rows. One to 16 rows stream alike; 128 rows at 0.92 of the one-row rate
+  // (median: the 8B shapes 0.84-0.94, the 70B TP2 shapes, with more k per output, 0.90-0.97).
   const double gate_up = 235e6;
   EXPECT_DOUBLE_EQ(c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 1),
                    c.weight_stream_efficiency(specs::Precision::bf16, gate_up));
@@ -58,7 +59,7 @@ TEST(Calibration, EmbeddedH200TableIsMeasured) {
               1.0, 0.02);
   EXPECT_NEAR(c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 128) /
                   c.weight_stream_efficiency(specs::Precision::bf16, gate_up, 1),
-              0.864, 0.01);
+              0.918, 0.01);
   EXPECT_LT(c.weight_stream_efficiency(specs::Precision::fp8, 117e6, 128),
             c.weight_stream_efficiency(specs::Precision::fp8, 117e6, 1));
   EXPECT_NEAR(c.memory_efficiency(4.0 * (1ull << 30)), 0.90, 0.01);

@@ -161,8 +161,9 @@ TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredFindPeakRuns) {
   // at 256 and 512 rows, where the prefill chunks of these runs sit: peaks 0% / +4%, TPOTs -6% / 0% (2.8%).
   // Since session 22 the weight-stream curve by bytes holds one-row points only (its 128-row points had
   // priced the 70B's 0.47 GB projections at their rate by interpolation) and the rows curve prices the
-  // rows: the 70B probe's TPOT -0.2% -> -4.2%.
-  EXPECT_NEAR(report.mape_pct.at("own_serving"), 3.8, 1.0);
+  // rows; the 70B's TP2 layer shapes, measured then too, stream at 0.68-0.83 of the bandwidth at one row:
+  // the 70B probe's TPOT -0.2% -> -2.0%, the 8B's -6.4%.
+  EXPECT_NEAR(report.mape_pct.at("own_serving"), 3.2, 1.0);
 }
 
 // The concurrency sweep of session 17 (1..128 requests in flight, 512/128, one H200): each point's
@@ -182,14 +183,14 @@ TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredConcurrencySweep) {
   }
   EXPECT_NEAR(report.rows[5].measured, 3931.8, 0.1);  // 32 in flight
   // 3.5 until session 22's rows curve (the 64- and 128-request points' GEMMs are slower per byte).
-  EXPECT_NEAR(report.mape_pct.at("own_serving"), 2.8, 1.0);
+  EXPECT_NEAR(report.mape_pct.at("own_serving"), 3.2, 1.0);
 
   // The rerun with the first wave as warm-up, fixed and spread lengths (--range-ratio 0.5, which the
   // simulation reads from the records): the spread run's prompts ride in decode steps as small chunks,
   // which the model prices below what they cost, so it is over-predicted by more (7.0% before the
   // calibration had GEMMs at 256 and 512 rows; 4.3% and 5.9% before session 22's rows curve).
-  for (const auto& [file, mape] : {std::pair{"bench/results/h200-serve-concurrency-b-s17-20261201.json", 3.7},
-                                   std::pair{"bench/results/h200-serve-concurrency-spread-b-s17-20261201.json", 5.6}}) {
+  for (const auto& [file, mape] : {std::pair{"bench/results/h200-serve-concurrency-b-s17-20261201.json", 4.1},
+                                   std::pair{"bench/results/h200-serve-concurrency-spread-b-s17-20261201.json", 5.8}}) {
     const auto rerun = results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / file);
     ValidationReport r;
     validate_serving(r, {rerun}, *specs_, *catalog_, *calibrations_, *frameworks_, {file});
@@ -229,8 +230,8 @@ TEST_F(ServingSimTest, ValidationModelsThePrunedLastLayerAsTheRecordSays) {
 // calibration (GEMM, memory and collective records only: no serve record is in it) and the engine's
 // profile. Pinned as measured: the model's decode step is flatter in the batch than the engine's (batch
 // 1 +9.6%: the engine's one-row GEMVs start under the kernel before them, which per-call GEMM times
-// do not see; batch 8 / 32 -5.3% / -5.3%, -6.1% / -7.0% before the rows curve), and the static batch
-// +4.2% (+5.4% before; TTFT -3.5%).
+// do not see; batch 8 / 32 -5.3% / -6.0%, -6.1% / -7.0% before the rows curve), and the static batch
+// +4.7% (+5.4% before; TTFT -3.5%).
 TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredDecodeStepsAndStaticBatch) {
   const std::string name = "bench/results/h200-serve-final-s21-20261202.json";
   auto set = results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / name);
@@ -252,7 +253,7 @@ TEST_F(ServingSimTest, ValidatesAgainstTheMeasuredDecodeStepsAndStaticBatch) {
   EXPECT_LT(report.rows[2].predicted, report.rows[2].measured);
   // The static batch's 16384-token budget puts all 32 prompts in one step: every TTFT is that step.
   EXPECT_NEAR(report.rows[4].predicted, 335, 15);
-  EXPECT_NEAR(report.mape_pct.at("own_serving"), 5.6, 1.0);
+  EXPECT_NEAR(report.mape_pct.at("own_serving"), 5.8, 1.0);
 
   // The run's own budget decides: at 8192 tokens the prompts take two steps, and half of them wait for
   // the second; a failed case is not predicted.

@@ -72,12 +72,14 @@ TEST(Validation, MapePinned) {
   EXPECT_NEAR(m.at("training"), 12.5, 0.5);
   // 22.2 until session 20 measured the LM head's GEMM (0.24 ms for Llama-3.1-8B's, not the 0.29 the flat
   // end of the weight-stream curve gave): the faster LM head moves the H100 rows up, the over-predicted a little more.
-  EXPECT_NEAR(m.at("inference_throughput"), 22.7, 0.5);
+  // 22.3 since session 22's rows curve and 70B layer shapes (the H100 rows' decode GEMMs).
+  EXPECT_NEAR(m.at("inference_throughput"), 22.3, 0.5);
   EXPECT_NEAR(m.at("ttft"), 14.1, 0.5);
   // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out;
   // 3.9 until session 22 priced memory-bound GEMMs by their rows too (weight_stream_by_rows: 128 rows
-  // stream at 0.86 of the one-row rate), not only by the bytes that rows add.
-  EXPECT_NEAR(m.at("own_gemm"), 3.1, 0.5);
+  // stream at 0.92 of the one-row rate), not only by the bytes that rows add, and measured the 70B's TP2
+  // layer shapes (32 more rows to predict).
+  EXPECT_NEAR(m.at("own_gemm"), 3.3, 0.5);
   EXPECT_NEAR(m.at("own_memory"), 5.5, 0.5);
   // 2 x H200 NCCL all-reduce, 8 B - 8 GiB, leave-one-size-out: 6.5 with the α-β line
   // until session 20 gave the model the measured curve (time per message size, straight lines between).
