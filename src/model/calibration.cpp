@@ -364,11 +364,12 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
         t0.push_back(point.seconds);
       }
       if (m0 != 1) continue;
+      const double one_row = median(t0);
       for (const auto& [m, points] : by_m) {
         if (m == m0) continue;
         std::vector<double> t;
         for (const auto& point : points) t.push_back(point.seconds);
-        by_rows[m].push_back(median(t0) / median(t));
+        by_rows[m].push_back(one_row / median(t));
       }
     }
     auto& curve = cal.gemm[prec];
