@@ -4,7 +4,8 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
-//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
+//                     [--attention-plan split|streaming:BLOCKS|streaming-tma:BLOCKS[:STAGES]]
+//                     [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -511,7 +512,7 @@ struct BenchFlags {
   bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   bool graphs = true;  // --no-graphs: every step eager, as steps with prompt chunks always are
   unsigned knock_out = 0;
-  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
+  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS|streaming-tma:BLOCKS[:STAGES]
 };
 
 int bench(const std::string& model, const BenchFlags& flags) {
@@ -746,8 +747,16 @@ int main(int argc, char** argv) {
         } else if (plan.rfind("streaming:", 0) == 0 && std::stoi(plan.substr(10)) > 0) {
           flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming;
           flags.attention_plan.grid_blocks = std::stoi(plan.substr(10));
+        } else if (plan.rfind("streaming-tma:", 0) == 0 && std::stoi(plan.substr(14)) > 0) {
+          flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming_tma;
+          flags.attention_plan.grid_blocks = std::stoi(plan.substr(14));
+          const auto colon = plan.find(':', 14);
+          flags.attention_plan.stages = colon == std::string::npos ? 3 : std::stoi(plan.substr(colon + 1));
         } else {
-          fmt::print(stderr, "--attention-plan: expected split or streaming:BLOCKS (BLOCKS > 0), got '{}'\n", plan);
+          fmt::print(stderr,
+                     "--attention-plan: expected split, streaming:BLOCKS or streaming-tma:BLOCKS[:STAGES] (BLOCKS > 0, "
+                     "STAGES 3 or 6), got '{}'\n",
+                     plan);
           return 2;
         }
       }
@@ -818,6 +827,12 @@ int main(int argc, char** argv) {
       for (const auto kernel : {ci::DecodeAttentionPlan::Kernel::split, ci::DecodeAttentionPlan::Kernel::streaming}) {
         for (const Scenario* sc : {&mixed, &single})
           failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
+      }
+      // The tensor-copy streaming kernel (head size 128) at both stage counts, in graphs and eagerly.
+      for (const int stages : {3, 6}) {
+        for (bool graphs : {true, false})
+          failures += run_scenario(wide, gpus, graphs, mixed, false,
+                                   {ci::DecodeAttentionPlan::Kernel::streaming_tma, 0, stages});
       }
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
       // Qwen2.5's QKV biases (added in the RoPE + KV-store kernel), at TP2 sharded with the heads.
