@@ -552,11 +552,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The most dynamic shared memory a block of the device may opt in to.
-int max_dynamic_smem(int device) {
+// The most dynamic shared memory a block of `kernel` may opt in to on the device: the device's limit
+// per block less the kernel's static shared memory.
+template <typename Kernel>
+int max_dynamic_smem(Kernel* kernel, int device) {
   int bytes = 0;
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return bytes;
+  cudaFuncAttributes attributes{};
+  GPUSCOUT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return bytes - static_cast<int>(attributes.sharedSizeBytes);
 }
 
 // Blocks resident per SM (registers and shared memory decide), once per process; the dynamic
@@ -567,7 +571,8 @@ int resident_blocks_per_sm(int device) {
   static std::array<std::atomic<bool>, 64> configured{};
   auto* kernel = decode_attention_kernel<D, S, kTma>;
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device].load()) {
-    const int bytes = std::min(static_cast<int>(dynamic_smem_bytes<D, S, kTma>(kMaxPairs)), max_dynamic_smem(device));
+    const int bytes =
+        std::min(static_cast<int>(dynamic_smem_bytes<D, S, kTma>(kMaxPairs)), max_dynamic_smem(kernel, device));
     GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     if (device >= 0 && device < static_cast<int>(configured.size())) configured[device].store(true);
   }
@@ -940,7 +945,8 @@ bool launch_decode_attention_tma(int grid_blocks, int stages, const bf16* q, int
   using namespace streaming;
   const bool deep = stages == kTmaDeepStages &&
                     dynamic_smem_bytes<128, kTmaDeepStages, true>(batch.num_seqs) <=
-                        static_cast<std::size_t>(max_dynamic_smem(current_device().device));
+                        static_cast<std::size_t>(max_dynamic_smem(decode_attention_kernel<128, kTmaDeepStages, true>,
+                                                                  current_device().device));
   if (deep) {
     launch_streaming<kTmaDeepStages, true>(grid_blocks, q, q_stride, k_cache, v_cache, batch, shape, workspace, out,
                                            out_stride, stream);
