@@ -366,13 +366,13 @@ __global__ void __launch_bounds__(kThreads)
       // Keys past the context are masked (P = 0), but a V row no step wrote may hold NaN, and blocks
       // past the context were not copied (stale bytes): 0 x NaN is NaN, so those V rows are zeroed.
       const int live = cur.ctx - cur.j * kTileRows;
-      for (int c = tid; live < kTileRows && c < (kTileRows - live) * T::kChunks; c += kThreads) {
-        *reinterpret_cast<uint4*>(vs + stage * T::kElems + tma_tile_offset(live + c / T::kChunks, c % T::kChunks)) =
-            make_uint4(0, 0, 0, 0);
+      if (live < kTileRows) {
+        for (int c = tid; c < (kTileRows - live) * T::kChunks; c += kThreads) {
+          *reinterpret_cast<uint4*>(vs + stage * T::kElems + tma_tile_offset(live + c / T::kChunks, c % T::kChunks)) =
+              make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async();  // these plain stores before the tensor copies that refill the stage
       }
-      // This stage's bytes written by plain stores (the zeros, a segment's partials) are ordered
-      // before the tensor copies that refill it.
-      fence_proxy_async();
     } else {
       cp_async_wait<S - 2>();
     }
@@ -547,6 +547,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
       // warp_max/warp_sum and the stage are rewritten only after the next iteration's barrier.
+      if constexpr (kTma) fence_proxy_async();  // the partials' plain stores before the stage's refill
     }
     cur.advance(prefix, batch, kv_heads);
   }
