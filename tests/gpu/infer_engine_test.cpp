@@ -4,8 +4,7 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
-//                     [--attention-plan split|streaming:BLOCKS|streaming-tma:BLOCKS[:STAGES]]
-//                     [--knock-out norms,rope,attention,silu]
+//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -120,12 +119,10 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
   auto engine = ci::CudaEngine::create(cfg, eo);
   engine->keep_logits(true);
   // With graphs the engine times its decode attention plans (one line per bucket and context
-  // class, each naming the plan it kept); the graphs this scenario replays use them. A plan set by
-  // the caller is one line, graphs or not.
+  // class, each naming the plan it kept); the graphs this scenario replays use them.
   const auto& attention = engine->info().attention_choices;
   int setup_failures = 0;
-  const bool plan_lines = graphs || attention_plan.kernel != ci::DecodeAttentionPlan::Kernel::automatic;
-  if (plan_lines == attention.empty()) {
+  if (graphs == attention.empty()) {
     fmt::print("  attention plans: {} lines with graphs {}: FAIL\n", attention.size(), graphs ? "on" : "off");
     ++setup_failures;
   }
@@ -514,7 +511,7 @@ struct BenchFlags {
   bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   bool graphs = true;  // --no-graphs: every step eager, as steps with prompt chunks always are
   unsigned knock_out = 0;
-  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS|streaming-tma:BLOCKS[:STAGES]
+  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
 
 int bench(const std::string& model, const BenchFlags& flags) {
@@ -749,16 +746,8 @@ int main(int argc, char** argv) {
         } else if (plan.rfind("streaming:", 0) == 0 && std::stoi(plan.substr(10)) > 0) {
           flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming;
           flags.attention_plan.grid_blocks = std::stoi(plan.substr(10));
-        } else if (plan.rfind("streaming-tma:", 0) == 0 && std::stoi(plan.substr(14)) > 0) {
-          flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming_tma;
-          flags.attention_plan.grid_blocks = std::stoi(plan.substr(14));
-          const auto colon = plan.find(':', 14);
-          flags.attention_plan.stages = colon == std::string::npos ? 3 : std::stoi(plan.substr(colon + 1));
         } else {
-          fmt::print(stderr,
-                     "--attention-plan: expected split, streaming:BLOCKS or streaming-tma:BLOCKS[:STAGES] (BLOCKS > 0, "
-                     "STAGES 3 or 6), got '{}'\n",
-                     plan);
+          fmt::print(stderr, "--attention-plan: expected split or streaming:BLOCKS (BLOCKS > 0), got '{}'\n", plan);
           return 2;
         }
       }
@@ -829,12 +818,6 @@ int main(int argc, char** argv) {
       for (const auto kernel : {ci::DecodeAttentionPlan::Kernel::split, ci::DecodeAttentionPlan::Kernel::streaming}) {
         for (const Scenario* sc : {&mixed, &single})
           failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
-      }
-      // The tensor-copy streaming kernel (head size 128) at both stage counts, in graphs and eagerly.
-      for (const int stages : {3, 6}) {
-        for (bool graphs : {true, false})
-          failures += run_scenario(wide, gpus, graphs, mixed, false,
-                                   {ci::DecodeAttentionPlan::Kernel::streaming_tma, 0, stages});
       }
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
       // Qwen2.5's QKV biases (added in the RoPE + KV-store kernel), at TP2 sharded with the heads.

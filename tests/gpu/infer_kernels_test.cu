@@ -481,18 +481,14 @@ struct BatchHost {
   std::vector<std::int32_t> q_start, q_len, ctx;
 };
 
-// Decode: launch_decode_attention's own choice or one of its kernels; for the streaming kernel (K/V by
-// cp.async, or by tensor copies with tma_stages stages) grid_blocks 0 is its own grid, a fixed one
-// checks the work split at its extremes (one block doing every pair, or many blocks merging each pair).
-enum class DecodeKernel { automatic, streaming, streaming_tma, split };
+// Decode: launch_decode_attention's own choice or one of its two kernels; for the streaming kernel
+// grid_blocks 0 is its own grid, a fixed one checks the work split at its extremes (one block doing
+// every pair, or many blocks merging each pair).
+enum class DecodeKernel { automatic, streaming, split };
 
 void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode,
                         DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0,
-                        PrefillAttentionPath prefill_path = PrefillAttentionPath::automatic, int tma_stages = 3) {
-  if (decode && kernel == DecodeKernel::streaming_tma && !decode_attention_tma_supported(shape)) {
-    std::printf("SKIP  %s: tensor copies need head size 128, cache blocks of 8/16/32/64 rows, CC 9.0+\n", name.c_str());
-    return;
-  }
+                        PrefillAttentionPath prefill_path = PrefillAttentionPath::automatic) {
   const int seqs = static_cast<int>(b.ctx.size());
   const Paged p = make_paged(shape, b.ctx);
   int rows = 0, max_q = 0, max_ctx = 0;
@@ -520,9 +516,6 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
       if (kernel == DecodeKernel::streaming) {
         launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
                                      ws.p, dout.as<bf16>(), out_stride, nullptr);
-      } else if (kernel == DecodeKernel::streaming_tma) {
-        launch_decode_attention_tma(grid_blocks, tma_stages, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(),
-                                    batch, shape, ws.p, dout.as<bf16>(), out_stride, nullptr);
       } else if (kernel == DecodeKernel::split) {
         launch_decode_attention_split(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
                                       dout.as<bf16>(), out_stride, nullptr);
@@ -565,14 +558,10 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
   report(name + ": padding rows zero, other memory untouched", padding_ok && untouched, "");
 }
 
-// The automatic choice and each kernel on its own (the tensor-copy one at 3 and 6 stages, where it runs;
-// the cache's unwritten slots are NaN, as the last block's can be).
+// The automatic choice and each kernel on its own.
 void run_decode_cases(const std::string& name, const AttentionShape& shape, const BatchHost& b) {
   run_attention_case(name, shape, b, true);
   run_attention_case(name + " [streaming]", shape, b, true, DecodeKernel::streaming);
-  run_attention_case(name + " [streaming-tma]", shape, b, true, DecodeKernel::streaming_tma);
-  run_attention_case(name + " [streaming-tma 6 stages]", shape, b, true, DecodeKernel::streaming_tma, 0,
-                     PrefillAttentionPath::automatic, 6);
   run_attention_case(name + " [split]", shape, b, true, DecodeKernel::split);
 }
 
@@ -617,18 +606,6 @@ void test_decode_attention() {
                      DecodeKernel::streaming, 1);
   run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1024)", llama, longer, true,
                      DecodeKernel::streaming, 1024);
-  for (const int stages : {3, 6}) {
-    const std::string tma = " tma " + std::to_string(stages) + " stages";
-    run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1" + tma + ")", llama, longer, true,
-                       DecodeKernel::streaming_tma, 1, PrefillAttentionPath::automatic, stages);
-    run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1024" + tma + ")", llama, longer, true,
-                       DecodeKernel::streaming_tma, 1024, PrefillAttentionPath::automatic, stages);
-  }
-  // Cache blocks of 8, 32 and 64 rows on the tensor-copy path (a tile holds 8, 2 or 1 of them).
-  for (const int bs : {8, 32, 64}) {
-    run_decode_cases("decode attention D 128 heads 32 kv 8 block " + std::to_string(bs) + " (5000 tokens)",
-                     AttentionShape{32, 8, 128, bs}, longer);
-  }
   const AttentionShape group8{64, 8, 128, 16};  // Llama-3.1-70B: 8 query heads per KV head
   run_decode_cases("decode attention D 128 heads 64 kv 8 (5000 tokens)", group8, longer);
   // The engine's batch-32 decode benchmark: contexts 512..576 (uneven tile counts), one padding row.
@@ -886,10 +863,9 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
               shape.heads, shape.kv_heads, shape.head_dim, shape.block_size);
   std::printf(
       "(contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: the split kernel; "
-      "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; tma@Nx: its tensor-copy variant, 3 "
-      "stages; tma6@1x: 6 stages on one block per SM; GB/s at the choice)\n");
-  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s %8s %8s %8s\n", "batch", "context", "us", "split",
-              "stream@1x", "stream@2x", "stream@3x", "stream@4x", "tma@1x", "tma@2x", "tma6@1x", "GB/s", "MB read");
+      "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; GB/s at the choice)\n");
+  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
+              "stream@2x", "stream@3x", "stream@4x", "GB/s", "MB read");
   struct DecodeCase {
     int batch, lo, hi;
   };
@@ -942,14 +918,8 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     std::snprintf(context, sizeof context, c.lo == c.hi ? "%d" : "%d..%d", c.lo, c.hi);
     std::printf("%6d %12s", batch_size, context);
     float default_ms = 0;
-    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid; 11, 12:
-    // the tensor-copy variant's (3 stages), 21: 6 stages on one block per SM.
-    const bool tma = decode_attention_tma_supported(shape);
-    for (const int per_sm : {-1, 0, 1, 2, 3, 4, 11, 12, 21}) {
-      if (per_sm > 10 && !tma) {
-        std::printf(" %8s", "-");
-        continue;
-      }
+    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid.
+    for (const int per_sm : {-1, 0, 1, 2, 3, 4}) {
       const float ms = median_ms(
           [&](int i) {
             AttentionBatch bi = b;
@@ -960,10 +930,6 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
             } else if (per_sm == 0) {
               launch_decode_attention_split(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
                                             out.as<bf16>(), 4096, nullptr);
-            } else if (per_sm > 10) {
-              launch_decode_attention_tma((per_sm % 10) * prop.multiProcessorCount, per_sm > 20 ? 6 : 3, q.as<bf16>(),
-                                          q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p, out.as<bf16>(), 4096,
-                                          nullptr);
             } else {
               launch_decode_attention_grid(per_sm * prop.multiProcessorCount, q.as<bf16>(), q_stride, k.as<bf16>(),
                                            v.as<bf16>(), bi, shape, ws.p, out.as<bf16>(), 4096, nullptr);
@@ -971,7 +937,7 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
           },
           10);
       if (per_sm < 0) default_ms = ms;
-      std::printf(per_sm <= 0 || per_sm > 10 ? " %8.2f" : " %10.2f", ms * 1e3);
+      std::printf(per_sm <= 0 ? " %8.2f" : " %10.2f", ms * 1e3);
     }
     std::printf(" %8.1f %8.1f\n", bytes / default_ms / 1e6, bytes / 1e6);
   }

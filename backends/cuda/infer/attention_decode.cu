@@ -31,7 +31,6 @@
 #include "kernel_util.cuh"
 #include "kernel_variants.hpp"
 #include "kernels.hpp"
-#include "tma_util.cuh"
 
 namespace gpuscout::cuda::infer {
 
@@ -70,9 +69,6 @@ constexpr int kTileRows = kWarps * 16;  // tokens per tile: 16 per warp
 // H200: ~4 TB/s x ~1 us = 4 MB in flight, 30 KB per SM; 2 resident blocks x 2 tiles ahead x 32 KB
 // of K+V (D 128) give 128 KB.
 constexpr int kStages = 3;
-// The tensor-copy variant (D 128, cache blocks of 8-64 rows): its stages as the engine times them, 3 at
-// two blocks per SM, 6 at one.
-constexpr int kTmaDeepStages = 6;
 constexpr int kMaxGridBlocks = 1024;  // workspace bound (132 SMs x 2 resident blocks = 264)
 constexpr std::uint32_t kNoRow = 0xffffffffu;
 
@@ -91,17 +87,10 @@ struct Tile {
   }
 };
 
-// The tensor-copy layout (D 128): a tile is two 64-column halves of [64 rows][128 bytes], each row's
-// 16-byte chunks in the 128-byte swizzle the tensor map writes (chunk c ^ row % 8; every cache block's
-// box starts on a 1024-byte atom). The same chunks as Tile<128>'s layout, so ldmatrix stays conflict-free.
-__device__ __forceinline__ int tma_tile_offset(int row, int chunk) {
-  return (chunk >> 3) * (kTileRows * 64) + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
-}
-
-template <int D, int S, bool kTma>
+template <int D>
 constexpr std::size_t dynamic_smem_bytes(int num_seqs) {
-  return (kTma ? 1024 : 0) + (2ull * S * Tile<D>::kElems + S * kMaxGroup * D) * 2 +
-         (S + 1) * kTileRows * sizeof(std::uint32_t) + (static_cast<std::size_t>(num_seqs) + 1) * sizeof(int);
+  return (2ull * kStages * Tile<D>::kElems + kStages * kMaxGroup * D) * 2 +
+         (kStages + 1) * kTileRows * sizeof(std::uint32_t) + (static_cast<std::size_t>(num_seqs) + 1) * sizeof(int);
 }
 
 // Workspace: counters[kMaxPairs] (zero before the first launch; every launch leaves them zero),
@@ -140,30 +129,20 @@ struct TileCursor {
   }
 };
 
-// S stages of K/V tiles. kTma (D 128, cache blocks of 8-64 rows): warp 0's lanes bring each tile as
-// tensor copies of its whole cache blocks (k_map, v_map: the caches as rows of D) and Q by one bulk
-// copy, onto the stage's mbarrier, instead of every thread issuing 16-byte cp.async copies.
-template <int D, int S, bool kTma>
+template <int D>
 __global__ void __launch_bounds__(kThreads)
-    decode_attention_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
-                            const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
+    decode_attention_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
                             AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2) {
   using T = Tile<D>;
-  static_assert(!kTma || D == 128, "tensor copies: D 128 only");
-  extern __shared__ __align__(1024) uint4 dynamic_smem[];
-  // kTma: the tiles start on a 1024-byte swizzle atom (the launch adds 1 KB of room).
-  bf16* ks = reinterpret_cast<bf16*>(
-      reinterpret_cast<unsigned char*>(dynamic_smem) +
-      (kTma ? (1024 - (smem_addr(dynamic_smem) & 1023)) & 1023 : 0));  // [S][kElems]
-  bf16* vs = ks + S * T::kElems;                                          // [S][kElems]
-  bf16* qs = vs + S * T::kElems;                                          // [S][kMaxGroup][D]
-  auto* ring = reinterpret_cast<std::uint32_t*>(qs + S * kMaxGroup * D);  // [S + 1][kTileRows]
-  int* prefix = reinterpret_cast<int*>(ring + (S + 1) * kTileRows);       // [num_seqs + 1]
+  extern __shared__ uint4 dynamic_smem[];
+  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [kStages][kElems]
+  bf16* vs = ks + kStages * T::kElems;                                          // [kStages][kElems]
+  bf16* qs = vs + kStages * T::kElems;                                          // [kStages][kMaxGroup][D]
+  auto* ring = reinterpret_cast<std::uint32_t*>(qs + kStages * kMaxGroup * D);  // [kStages + 1][kTileRows]
+  int* prefix = reinterpret_cast<int*>(ring + (kStages + 1) * kTileRows);       // [num_seqs + 1]
   __shared__ float warp_max[kWarps][kMaxGroup], warp_sum[kWarps][kMaxGroup];
   __shared__ int scan[kWarps];
   __shared__ int merging;
-  __shared__ std::uint64_t kv_full[S];  // kTma: tile t's K, V (and Q) landed in stage t % S (phase t / S)
-  auto tile_offset = [](int row, int chunk) { return kTma ? tma_tile_offset(row, chunk) : T::offset(row, chunk); };
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, tig = lane % 4;  // accumulator row (query head of the group), column pair
@@ -200,12 +179,6 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if (tid == kThreads - 1) prefix[num_seqs] = running;
-  if constexpr (kTma) {
-    if (tid == 0) {
-      for (int i = 0; i < S; ++i) mbar_init(&kv_full[i], 1);
-      mbar_init_fence();
-    }
-  }
   __syncthreads();
 
   const int total_tiles = prefix[num_seqs] * kv_heads;
@@ -235,7 +208,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const TileCursor start = lookup;
   // Cache rows (block * kv_heads + kvh) * block_size + offset of the tile at `lookup`, one per
-  // thread of the first 64, into ring slot x % (S + 1); then the cursor moves on.
+  // thread of the first 64, into ring slot x % (kStages + 1); then the cursor moves on.
   auto lookup_tile = [&] {
     if (lookup.x < x1) {
       if (tid < kTileRows) {
@@ -248,76 +221,44 @@ __global__ void __launch_bounds__(kThreads)
               (static_cast<std::uint32_t>(table[token / shape.block_size]) * kv_heads + lookup.kvh) * shape.block_size +
               token % shape.block_size;
         }
-        ring[(lookup.x % (S + 1)) * kTileRows + tid] = row;
+        ring[(lookup.x % (kStages + 1)) * kTileRows + tid] = row;
       }
       lookup.advance(prefix, batch, kv_heads);
     }
   };
-  for (int s = 0; s < S; ++s) lookup_tile();
+  for (int s = 0; s < kStages; ++s) lookup_tile();
   __syncthreads();  // the ring's first slots
 
   // Rows of tile `at` into `stage`: all of them, or (newest = -1) all but the newest token's, or
   // (newest = 1) only that one. The newest token (position ctx - 1) has its K/V stored by the
   // kernel before this one, every other row by earlier steps.
   auto issue_rows = [&](const TileCursor& at, int stage, int newest) {
-    const std::uint32_t* rows = ring + (at.x % (S + 1)) * kTileRows;
+    const std::uint32_t* rows = ring + (at.x % (kStages + 1)) * kTileRows;
     const int newest_row = at.ctx - 1 - at.j * kTileRows;  // in this tile if below kTileRows
-    if constexpr (kTma) {
-      // Warp 0: the cache blocks holding the tile's tokens (both head-dim halves of K and V), lane b
-      // block b; with newest != 0 by the block holding the newest row, as above. Q, when the tile
-      // starts a segment, comes with the newest rows (it is the kernel before's output too). The
-      // stage's whole byte count is expected once, at the first call for the tile.
-      if (warp != 0) return;
-      const int bs = shape.block_size;
-      const int blocks = ceil_div(min(kTileRows, at.ctx - at.j * kTileRows), bs);
-      const int newest_block = newest_row < kTileRows ? newest_row / bs : -1;
-      const bool with_q = at.j == 0 || at.x == x0;
-      if (newest <= 0 && lane == 0) {
-        mbar_arrive_expect_tx(&kv_full[stage],
-                              static_cast<unsigned>(blocks * bs * D * 2 * 2 + (with_q ? group * D * 2 : 0)));
-      }
-      __syncwarp();
-      for (int b = lane; b < blocks; b += 32) {
-        if (newest != 0 && (b == newest_block) != (newest > 0)) continue;
-        // Tensor-copy coordinates are 32-bit: 2^31 rows of 256 bytes (512 GiB) exceed any GPU's cache.
-        const int row = static_cast<int>(rows[b * bs]);
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int dst = stage * T::kElems + half * (kTileRows * 64) + b * bs * 64;
-          tma_load_2d(ks + dst, &k_map, half * 64, row, &kv_full[stage]);
-          tma_load_2d(vs + dst, &v_map, half * 64, row, &kv_full[stage]);
-        }
-      }
-      if (newest >= 0 && with_q && lane == 0) {
-        const bf16* src = q + static_cast<std::int64_t>(batch.q_start[at.seq]) * q_stride + at.kvh * group * D;
-        bulk_copy_to_shared(qs + stage * kMaxGroup * D, src, static_cast<unsigned>(group * D * 2), &kv_full[stage]);
-      }
-    } else {
-#pragma unroll
-      for (int c = tid; c < kTileRows * T::kChunks; c += kThreads) {
-        const int r = c / T::kChunks, cc = c % T::kChunks;
-        if (newest != 0 && (r == newest_row) != (newest > 0)) continue;
-        const std::uint32_t row = rows[r];
-        const bool valid = row != kNoRow;
-        const std::int64_t src = valid ? static_cast<std::int64_t>(row) * D + cc * 8 : 0;
-        const int dst = stage * T::kElems + T::offset(r, cc);
-        cp_async16(ks + dst, k_cache + src, valid ? 16 : 0);
-        cp_async16(vs + dst, v_cache + src, valid ? 16 : 0);
-      }
+    for (int c = tid; c < kTileRows * T::kChunks; c += kThreads) {
+      const int r = c / T::kChunks, cc = c % T::kChunks;
+      if (newest != 0 && (r == newest_row) != (newest > 0)) continue;
+      const std::uint32_t row = rows[r];
+      const bool valid = row != kNoRow;
+      const std::int64_t src = valid ? static_cast<std::int64_t>(row) * D + cc * 8 : 0;
+      const int dst = stage * T::kElems + T::offset(r, cc);
+      cp_async16(ks + dst, k_cache + src, valid ? 16 : 0);
+      cp_async16(vs + dst, v_cache + src, valid ? 16 : 0);
     }
   };
   auto issue_queries = [&](const TileCursor& at, int stage) {
-    if (!kTma && (at.j == 0 || at.x == x0) && tid < group * T::kChunks) {  // a segment's queries
+    if ((at.j == 0 || at.x == x0) && tid < group * T::kChunks) {  // a segment's queries
       const int h = tid / T::kChunks, cc = tid % T::kChunks;
       const bf16* src =
           q + static_cast<std::int64_t>(batch.q_start[at.seq]) * q_stride + (at.kvh * group + h) * D + cc * 8;
       cp_async16(qs + (stage * kMaxGroup + h) * D + cc * 8, src, 16);
     }
   };
-  // The first S - 1 tiles but their newest rows are requested before pdl_wait, so that their
+  // The first kStages - 1 tiles but their newest rows are requested before pdl_wait, so that their
   // latency overlaps the end of the kernel before.
   TileCursor issue = start;
-  for (int s = 0; s < S - 1 && x0 < x1 && issue.x < x1; ++s) {
+  for (int s = 0; s < kStages - 1 && x0 < x1 && issue.x < x1; ++s) {
     issue_rows(issue, s, -1);
     issue.advance(prefix, batch, kv_heads);
   }
@@ -335,16 +276,16 @@ __global__ void __launch_bounds__(kThreads)
   if (x0 >= x1) return;
   {
     TileCursor at = start;
-    for (int s = 0; s < S - 1 && at.x < x1; ++s) {
+    for (int s = 0; s < kStages - 1 && at.x < x1; ++s) {
       issue_rows(at, s, 1);
       issue_queries(at, s);
       at.advance(prefix, batch, kv_heads);
     }
   }
-  // The first tiles are one commit group, followed by empty ones: the loop below counts S - 1
+  // The first tiles are one commit group, followed by empty ones: the loop below counts kStages - 1
   // groups ahead of tile 0, and each tile's group is at or before its own position in that count.
 #pragma unroll
-  for (int s = 0; s < S - 1; ++s) cp_async_commit();
+  for (int s = 0; s < kStages - 1; ++s) cp_async_commit();
 
   auto issue_tile = [&](int stage) {
     if (issue.x < x1) {
@@ -360,22 +301,8 @@ __global__ void __launch_bounds__(kThreads)
   float m = -INFINITY, l = 0.0f;
   TileCursor cur = start;
   for (int it = 0; cur.x < x1; ++it) {
-    const int stage = it % S;
-    if constexpr (kTma) {
-      mbar_wait_parity(&kv_full[stage], (it / S) & 1);
-      // Keys past the context are masked (P = 0), but a V row no step wrote may hold NaN, and blocks
-      // past the context were not copied (stale bytes): 0 x NaN is NaN, so those V rows are zeroed.
-      const int live = cur.ctx - cur.j * kTileRows;
-      if (live < kTileRows) {
-        for (int c = tid; c < (kTileRows - live) * T::kChunks; c += kThreads) {
-          *reinterpret_cast<uint4*>(vs + stage * T::kElems + tma_tile_offset(live + c / T::kChunks, c % T::kChunks)) =
-              make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async();  // these plain stores before the tensor copies that refill the stage
-      }
-    } else {
-      cp_async_wait<S - 2>();
-    }
+    const int stage = it % kStages;
+    cp_async_wait<kStages - 2>();
     __syncthreads();  // tile `it` has landed for every thread; tile it - 1 is no longer read
     if (cur.j == 0 || cur.x == x0) {
       const bf16* qrow = qs + (stage * kMaxGroup + g) * D;
@@ -389,8 +316,8 @@ __global__ void __launch_bounds__(kThreads)
       m = -INFINITY;
       l = 0.0f;
     }
-    lookup_tile();  // tile it + S, into the slot tile it - 1 used
-    issue_tile((it + S - 1) % S);
+    lookup_tile();  // tile it + kStages, into the slot tile it - 1 used
+    issue_tile((it + kStages - 1) % kStages);
 
     // S (query heads x this warp's 16 tokens) = Q K^T.
     const bf16* kt = ks + stage * T::kElems;
@@ -399,7 +326,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       std::uint32_t b[4];
-      ldmatrix_x4(b, kt + tile_offset(warp * 16 + lane % 8 + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
+      ldmatrix_x4(b, kt + T::offset(warp * 16 + lane % 8 + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
       const std::uint32_t a[4] = {qa[kk][0], 0u, qa[kk][1], 0u};
       mma_bf16(s[0], a, b[0], b[1]);
       mma_bf16(s[1], a, b[2], b[3]);
@@ -438,7 +365,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int db = 0; db < D / 16; ++db) {
       std::uint32_t b[4];
-      ldmatrix_x4_trans(b, vt + tile_offset(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8, db * 2 + lane / 16));
+      ldmatrix_x4_trans(b, vt + T::offset(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8, db * 2 + lane / 16));
       mma_bf16(o[2 * db], pa, b[0], b[1]);
       mma_bf16(o[2 * db + 1], pa, b[2], b[3]);
     }
@@ -547,83 +474,29 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
       // warp_max/warp_sum and the stage are rewritten only after the next iteration's barrier.
-      if constexpr (kTma) fence_proxy_async();  // the partials' plain stores before the stage's refill
     }
     cur.advance(prefix, batch, kv_heads);
   }
 }
 
-// The most dynamic shared memory a block of `kernel` may opt in to on the device: the device's limit
-// per block less the kernel's static shared memory.
-template <typename Kernel>
-int max_dynamic_smem(Kernel* kernel, int device) {
-  int bytes = 0;
-  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  cudaFuncAttributes attributes{};
-  GPUSCOUT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  return bytes - static_cast<int>(attributes.sharedSizeBytes);
-}
-
 // Blocks resident per SM (registers and shared memory decide), once per process; the dynamic
-// shared memory limit is raised once per device, to what kMaxPairs sequences need or the device's
-// limit (the 6-stage tensor-copy variant: launches needing more take the 3-stage one).
-template <int D, int S, bool kTma>
+// shared memory limit is raised once per device.
+template <int D>
 int resident_blocks_per_sm(int device) {
   static std::array<std::atomic<bool>, 64> configured{};
-  auto* kernel = decode_attention_kernel<D, S, kTma>;
+  auto* kernel = decode_attention_kernel<D>;
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device].load()) {
-    const int bytes =
-        std::min(static_cast<int>(dynamic_smem_bytes<D, S, kTma>(kMaxPairs)), max_dynamic_smem(kernel, device));
-    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(dynamic_smem_bytes<D>(kMaxPairs))));
     if (device >= 0 && device < static_cast<int>(configured.size())) configured[device].store(true);
   }
   static const int blocks = [kernel] {
     int n = 0;
     GPUSCOUT_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dynamic_smem_bytes<D, S, kTma>(256)));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, dynamic_smem_bytes<D>(256)));
     return std::max(n, 1);
   }();
   return blocks;
-}
-
-// The caches' tensor maps (rows of D = 128, boxes of 64 columns x one cache block), made once per cache
-// and block size on this host thread: a decode step launches the kernel once per layer.
-CUtensorMap cache_tensor_map(const bf16* cache, int block_size) {
-  thread_local std::vector<std::pair<std::pair<const bf16*, int>, CUtensorMap>> made;
-  for (const auto& [key, map] : made) {
-    if (key.first == cache && key.second == block_size) return map;
-  }
-  if (made.size() >= 1024) made.clear();  // caches of engines long gone
-  made.push_back({{cache, block_size},
-                  bf16_tensor_map(cache, 128, 0x7fffffffull, 64, static_cast<std::uint32_t>(block_size),
-                                  "the KV cache (decode attention)")});
-  return made.back().second;
-}
-
-template <int S, bool kTma>
-void launch_streaming(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
-                      const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                      int out_stride, cudaStream_t stream) {
-  const int pairs = batch.num_seqs * shape.kv_heads;
-  const Workspace ws = workspace_layout(workspace, pairs, shape.heads / shape.kv_heads);
-  const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
-  const CurrentDevice current = current_device();
-  CUtensorMap k_map{}, v_map{};
-  if constexpr (kTma) {
-    k_map = cache_tensor_map(k_cache, shape.block_size);
-    v_map = cache_tensor_map(v_cache, shape.block_size);
-  }
-  dispatch_head_dim(shape.head_dim, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    if constexpr (!kTma || D == 128) {
-      const int resident = resident_blocks_per_sm<D, S, kTma>(current.device);
-      const int blocks =
-          std::clamp(grid_blocks > 0 ? grid_blocks : current.sms * resident, 1, streaming::kMaxGridBlocks);
-      launch_kernel(decode_attention_kernel<D, S, kTma>, dim3(blocks), kThreads,
-                    dynamic_smem_bytes<D, S, kTma>(batch.num_seqs), stream, k_map, v_map, q, q_stride, k_cache,
-                    v_cache, batch, shape, ws, out, out_stride, scale_log2);
-    }
-  });
 }
 
 }  // namespace streaming
@@ -912,50 +785,26 @@ std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_d
   return kMaxPairs * sizeof(int) + parts * (head_dim + 2) * sizeof(float);
 }
 
-namespace {
-void check_pairs(const AttentionBatch& batch, const AttentionShape& shape) {
-  if (batch.num_seqs * shape.kv_heads > kMaxPairs || batch.num_seqs >= kMaxPairs) {
-    throw std::invalid_argument("decode attention: more than 16384 (sequence, KV head) pairs");
-  }
-}
-}  // namespace
-
 void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                   void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
-  check_pairs(batch, shape);
-  streaming::launch_streaming<streaming::kStages, false>(grid_blocks, q, q_stride, k_cache, v_cache, batch, shape,
-                                                         workspace, out, out_stride, stream);
-}
-
-bool decode_attention_tma_supported(const AttentionShape& shape) {
-  const int bs = shape.block_size;
-  if (shape.head_dim != 128 || (bs != 8 && bs != 16 && bs != 32 && bs != 64)) return false;
-  int major = 0;
-  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, current_device().device));
-  return major >= 9;
-}
-
-bool launch_decode_attention_tma(int grid_blocks, int stages, const bf16* q, int q_stride, const bf16* k_cache,
-                                 const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                 void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
-  if (!decode_attention_tma_supported(shape)) return false;
-  if (batch.num_seqs <= 0) return true;
-  check_pairs(batch, shape);
-  using namespace streaming;
-  const bool deep = stages == kTmaDeepStages &&
-                    dynamic_smem_bytes<128, kTmaDeepStages, true>(batch.num_seqs) <=
-                        static_cast<std::size_t>(max_dynamic_smem(decode_attention_kernel<128, kTmaDeepStages, true>,
-                                                                  current_device().device));
-  if (deep) {
-    launch_streaming<kTmaDeepStages, true>(grid_blocks, q, q_stride, k_cache, v_cache, batch, shape, workspace, out,
-                                           out_stride, stream);
-  } else {
-    launch_streaming<kStages, true>(grid_blocks, q, q_stride, k_cache, v_cache, batch, shape, workspace, out,
-                                    out_stride, stream);
+  const int pairs = batch.num_seqs * shape.kv_heads;
+  if (pairs > kMaxPairs || batch.num_seqs >= kMaxPairs) {
+    throw std::invalid_argument("decode attention: more than 16384 (sequence, KV head) pairs");
   }
-  return true;
+  const streaming::Workspace ws = streaming::workspace_layout(workspace, pairs, shape.heads / shape.kv_heads);
+  const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
+  const CurrentDevice current = current_device();
+  const int device = current.device, sms = current.sms;
+  dispatch_head_dim(shape.head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    const int resident = streaming::resident_blocks_per_sm<D>(device);
+    const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
+    launch_kernel(streaming::decode_attention_kernel<D>, dim3(blocks), streaming::kThreads,
+                  streaming::dynamic_smem_bytes<D>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch, shape,
+                  ws, out, out_stride, scale_log2);
+  });
 }
 
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
@@ -984,38 +833,23 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
   using K = DecodeAttentionPlan::Kernel;
   const bool streaming =
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
-  if (plan.kernel == K::streaming_tma &&
-      launch_decode_attention_tma(plan.grid_blocks, plan.stages, q, q_stride, k_cache, v_cache, batch, shape, workspace,
-                                  out, out_stride, stream)) {
-    return;
-  }
-  if (streaming || plan.kernel == K::streaming_tma) {  // a tensor-copy plan where they cannot run: cp.async
-    launch_decode_attention_grid(plan.kernel == K::automatic ? 0 : plan.grid_blocks, q, q_stride, k_cache, v_cache,
+  if (streaming) {
+    launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
                                  batch, shape, workspace, out, out_stride, stream);
   } else {
     launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
   }
 }
 
-std::vector<DecodeAttentionPlan> decode_attention_candidates(const AttentionShape& shape) {
-  using K = DecodeAttentionPlan::Kernel;
-  using namespace streaming;
+std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
   const CurrentDevice current = current_device();
   const int device = current.device, sms = current.sms;
   int resident = 1;
-  dispatch_head_dim(shape.head_dim,
-                    [&](auto d) { resident = resident_blocks_per_sm<decltype(d)::value, kStages, false>(device); });
-  std::vector<DecodeAttentionPlan> plans{{K::split, 0}};
-  for (int per_sm = 1; per_sm <= resident && sms * per_sm <= kMaxGridBlocks; ++per_sm) {
-    plans.push_back({K::streaming, sms * per_sm});
-  }
-  if (decode_attention_tma_supported(shape) && env_switch_on("GPUSCOUT_DECODE_TMA")) {  // =0: not offered (A/B)
-    const int tma_resident = resident_blocks_per_sm<128, kStages, true>(device);
-    for (int per_sm = 1; per_sm <= tma_resident && sms * per_sm <= kMaxGridBlocks; ++per_sm) {
-      plans.push_back({K::streaming_tma, sms * per_sm, kStages});
-    }
-    resident_blocks_per_sm<128, kTmaDeepStages, true>(device);  // its shared-memory limit, once
-    plans.push_back({K::streaming_tma, sms, kTmaDeepStages});
+  dispatch_head_dim(head_dim,
+                    [&](auto d) { resident = streaming::resident_blocks_per_sm<decltype(d)::value>(device); });
+  std::vector<DecodeAttentionPlan> plans{{DecodeAttentionPlan::Kernel::split, 0}};
+  for (int per_sm = 1; per_sm <= resident && sms * per_sm <= streaming::kMaxGridBlocks; ++per_sm) {
+    plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm});
   }
   return plans;
 }
@@ -1024,20 +858,12 @@ std::string describe(const DecodeAttentionPlan& plan) {
   switch (plan.kernel) {
     case DecodeAttentionPlan::Kernel::split:
       return "split";
-    case DecodeAttentionPlan::Kernel::streaming:
-    case DecodeAttentionPlan::Kernel::streaming_tma: {
-      const bool tma = plan.kernel == DecodeAttentionPlan::Kernel::streaming_tma;
-      const std::string name = tma ? "streaming-tma" : "streaming";
-      const std::string stages = tma ? std::to_string(plan.stages > 0 ? plan.stages : streaming::kStages) + " stages" : "";
+    case DecodeAttentionPlan::Kernel::streaming: {
       const int sms = current_device().sms;
-      if (plan.grid_blocks <= 0) return name + " (SMs x resident blocks" + (tma ? ", " + stages : "") + ")";
-      std::string s = name + " " + std::to_string(plan.grid_blocks) + " blocks";
-      if (plan.grid_blocks % sms == 0) {
-        s += " (" + std::to_string(plan.grid_blocks / sms) + "/SM" + (tma ? ", " + stages : "") + ")";
-      } else if (tma) {
-        s += " (" + stages + ")";
-      }
-      return s;
+      std::string s = "streaming " + std::to_string(plan.grid_blocks) + " blocks";
+      if (plan.grid_blocks > 0 && plan.grid_blocks % sms == 0)
+        s += " (" + std::to_string(plan.grid_blocks / sms) + "/SM)";
+      return plan.grid_blocks > 0 ? s : "streaming (SMs x resident blocks)";
     }
     default:
       return "automatic";

@@ -1210,7 +1210,7 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
 // time there: the class's graph serves every context in its range.
 void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) {
   const ProgrammaticLaunchPause plain;
-  const std::vector<DecodeAttentionPlan> candidates = decode_attention_candidates(shape);
+  const std::vector<DecodeAttentionPlan> candidates = decode_attention_candidates(cfg.head_dim);
   launch_init_weights(r.qkv, opt.weight_seed + 11, WeightKind::embedding, 0, 1, 0, 1, 0,
                       static_cast<std::int64_t>(max_running) * r.shard.qkv_dim, r.stream);
   GPUSCOUT_CUDA_CHECK_LAUNCH();

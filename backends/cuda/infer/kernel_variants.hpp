@@ -45,12 +45,6 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
 void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                   void* workspace, bf16* out, int out_stride, cudaStream_t stream);
-// The tile-streaming kernel with tensor copies (stages 3, or 6 where the sequences' shared memory
-// fits); false, launching nothing, where decode_attention_tma_supported says no.
-bool decode_attention_tma_supported(const AttentionShape& shape);  // on the current device
-bool launch_decode_attention_tma(int grid_blocks, int stages, const bf16* q, int q_stride, const bf16* k_cache,
-                                 const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                 void* workspace, bf16* out, int out_stride, cudaStream_t stream);
 
 // A kernel choice's switch for A/B runs: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);

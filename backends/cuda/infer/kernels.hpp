@@ -102,23 +102,18 @@ void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStre
 // decode_attention_workspace_bytes() (enough for any smaller batch or max_context), zero-filled
 // once before the first launch; each launch leaves the merge counters in it at zero.
 struct DecodeAttentionPlan {
-  // streaming_tma: the streaming kernel with its K/V brought by tensor copies of whole cache blocks
-  // (head size 128, cache blocks of 8/16/32/64 rows, compute capability 9.0+; elsewhere the cp.async one).
-  enum class Kernel { automatic, split, streaming, streaming_tma };
+  enum class Kernel { automatic, split, streaming };
   Kernel kernel = Kernel::automatic;
   int grid_blocks = 0;  // streaming: blocks of the grid; 0: the SMs times the blocks resident per SM
-  int stages = 0;       // streaming_tma: K/V stages per block, 3 (the default) or 6
 };
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {});
-// The plans worth timing on the current GPU for this shape (the engine times them per decode bucket
-// and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the blocks that
-// fit one SM; where tensor copies run, streaming_tma likewise with 3 stages and on one block per SM with
-// 6 (unless GPUSCOUT_DECODE_TMA=0). describe(): "split", "streaming 264 blocks (2/SM)", "streaming-tma 132
-// blocks (1/SM, 6 stages)".
-std::vector<DecodeAttentionPlan> decode_attention_candidates(const AttentionShape& shape);
+// The plans worth timing on the current GPU for this head size (the engine times them per decode
+// bucket and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the
+// blocks that fit one SM. describe(): "split", "streaming 264 blocks (2/SM)", "automatic".
+std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim);
 std::string describe(const DecodeAttentionPlan& plan);
 
 // Prefill attention (chunks of q_len >= 1, causal over the cached context) on tensor cores.
