@@ -4,7 +4,7 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
-//                     [--attention-plan split|streaming:BLOCKS|streaming-pairs] [--knock-out norms,rope,attention,silu]
+//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -511,7 +511,7 @@ struct BenchFlags {
   bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   bool graphs = true;  // --no-graphs: every step eager, as steps with prompt chunks always are
   unsigned knock_out = 0;
-  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS|streaming-pairs
+  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
 };
 
 int bench(const std::string& model, const BenchFlags& flags) {
@@ -743,15 +743,11 @@ int main(int argc, char** argv) {
         const std::string plan = argv[++i];
         if (plan == "split") {
           flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::split;
-        } else if (plan == "streaming-pairs") {
-          flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming;
-          flags.attention_plan.whole_pairs = true;
         } else if (plan.rfind("streaming:", 0) == 0 && std::stoi(plan.substr(10)) > 0) {
           flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming;
           flags.attention_plan.grid_blocks = std::stoi(plan.substr(10));
         } else {
-          fmt::print(stderr, "--attention-plan: expected split, streaming:BLOCKS (BLOCKS > 0) or streaming-pairs, got '{}'\n",
-                     plan);
+          fmt::print(stderr, "--attention-plan: expected split or streaming:BLOCKS (BLOCKS > 0), got '{}'\n", plan);
           return 2;
         }
       }
@@ -823,8 +819,6 @@ int main(int argc, char** argv) {
         for (const Scenario* sc : {&mixed, &single})
           failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
       }
-      for (const Scenario* sc : {&mixed, &single})
-        failures += run_scenario(tiny, gpus, true, *sc, false, {ci::DecodeAttentionPlan::Kernel::streaming, 0, true});
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
       // Qwen2.5's QKV biases (added in the RoPE + KV-store kernel), at TP2 sharded with the heads.
       gi::TransformerConfig biased = tiny;

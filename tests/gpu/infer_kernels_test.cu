@@ -483,8 +483,8 @@ struct BatchHost {
 
 // Decode: launch_decode_attention's own choice or one of its two kernels; for the streaming kernel
 // grid_blocks 0 is its own grid, a fixed one checks the work split at its extremes (one block doing
-// every pair, or many blocks merging each pair); streaming_pairs: its blocks on whole pairs.
-enum class DecodeKernel { automatic, streaming, streaming_pairs, split };
+// every pair, or many blocks merging each pair).
+enum class DecodeKernel { automatic, streaming, split };
 
 void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode,
                         DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0,
@@ -513,10 +513,9 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
     CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
     for (int launch = 0; launch < 2; ++launch) {
       dout.upload(std::vector<u16>(dout.n, kPoison));
-      if (kernel == DecodeKernel::streaming || kernel == DecodeKernel::streaming_pairs) {
+      if (kernel == DecodeKernel::streaming) {
         launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
-                                     ws.p, dout.as<bf16>(), out_stride, nullptr,
-                                     kernel == DecodeKernel::streaming_pairs);
+                                     ws.p, dout.as<bf16>(), out_stride, nullptr);
       } else if (kernel == DecodeKernel::split) {
         launch_decode_attention_split(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
                                       dout.as<bf16>(), out_stride, nullptr);
@@ -563,7 +562,6 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
 void run_decode_cases(const std::string& name, const AttentionShape& shape, const BatchHost& b) {
   run_attention_case(name, shape, b, true);
   run_attention_case(name + " [streaming]", shape, b, true, DecodeKernel::streaming);
-  run_attention_case(name + " [streaming whole pairs]", shape, b, true, DecodeKernel::streaming_pairs);
   run_attention_case(name + " [split]", shape, b, true, DecodeKernel::split);
 }
 
@@ -608,11 +606,6 @@ void test_decode_attention() {
                      DecodeKernel::streaming, 1);
   run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, grid 1024)", llama, longer, true,
                      DecodeKernel::streaming, 1024);
-  // Whole pairs: one block taking all 64, and 5 blocks taking 12-13 each (ends inside a sequence's heads).
-  run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, whole pairs, grid 1)", llama, longer, true,
-                     DecodeKernel::streaming_pairs, 1);
-  run_attention_case("decode attention D 128 heads 32 kv 8 (5000 tokens, whole pairs, grid 5)", llama, longer, true,
-                     DecodeKernel::streaming_pairs, 5);
   const AttentionShape group8{64, 8, 128, 16};  // Llama-3.1-70B: 8 query heads per KV head
   run_decode_cases("decode attention D 128 heads 64 kv 8 (5000 tokens)", group8, longer);
   // The engine's batch-32 decode benchmark: contexts 512..576 (uneven tile counts), one padding row.
@@ -870,10 +863,9 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
               shape.heads, shape.kv_heads, shape.head_dim, shape.block_size);
   std::printf(
       "(contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: the split kernel; "
-      "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; pairs: on whole pairs, a block per "
-      "pair up to 2x; GB/s at the choice)\n");
-  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
-              "stream@2x", "stream@3x", "stream@4x", "pairs", "GB/s", "MB read");
+      "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; GB/s at the choice)\n");
+  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
+              "stream@2x", "stream@3x", "stream@4x", "GB/s", "MB read");
   struct DecodeCase {
     int batch, lo, hi;
   };
@@ -926,8 +918,8 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     std::snprintf(context, sizeof context, c.lo == c.hi ? "%d" : "%d..%d", c.lo, c.hi);
     std::printf("%6d %12s", batch_size, context);
     float default_ms = 0;
-    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid, 5: whole pairs.
-    for (const int per_sm : {-1, 0, 1, 2, 3, 4, 5}) {
+    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid.
+    for (const int per_sm : {-1, 0, 1, 2, 3, 4}) {
       const float ms = median_ms(
           [&](int i) {
             AttentionBatch bi = b;
@@ -938,9 +930,6 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
             } else if (per_sm == 0) {
               launch_decode_attention_split(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
                                             out.as<bf16>(), 4096, nullptr);
-            } else if (per_sm == 5) {
-              launch_decode_attention_grid(0, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
-                                           out.as<bf16>(), 4096, nullptr, true);
             } else {
               launch_decode_attention_grid(per_sm * prop.multiProcessorCount, q.as<bf16>(), q_stride, k.as<bf16>(),
                                            v.as<bf16>(), bi, shape, ws.p, out.as<bf16>(), 4096, nullptr);
@@ -948,7 +937,7 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
           },
           10);
       if (per_sm < 0) default_ms = ms;
-      std::printf(per_sm <= 0 || per_sm == 5 ? " %8.2f" : " %10.2f", ms * 1e3);
+      std::printf(per_sm <= 0 ? " %8.2f" : " %10.2f", ms * 1e3);
     }
     std::printf(" %8.1f %8.1f\n", bytes / default_ms / 1e6, bytes / 1e6);
   }

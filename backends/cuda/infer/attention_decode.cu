@@ -132,8 +132,7 @@ struct TileCursor {
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
-                            AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2,
-                            int whole_pairs) {
+                            AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2) {
   using T = Tile<D>;
   extern __shared__ uint4 dynamic_smem[];
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [kStages][kElems]
@@ -184,18 +183,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int total_tiles = prefix[num_seqs] * kv_heads;
   const int chunk = ceil_div(total_tiles, static_cast<int>(gridDim.x));
-  int x0 = static_cast<int>(blockIdx.x) * chunk, x1 = min(x0 + chunk, total_tiles);
-  if (whole_pairs) {
-    // Block b: pairs [b P / grid, (b + 1) P / grid), whole; no pair is merged from several blocks.
-    const int pairs = num_seqs * kv_heads;
-    auto first_tile = [&](int p) {  // of pair p = seq * kv_heads + kvh, in the tiles' order
-      if (p >= pairs) return total_tiles;
-      const int seq = p / kv_heads;
-      return prefix[seq] * kv_heads + (p - seq * kv_heads) * (prefix[seq + 1] - prefix[seq]);
-    };
-    x0 = first_tile(static_cast<int>(static_cast<std::int64_t>(blockIdx.x) * pairs / gridDim.x));
-    x1 = first_tile(static_cast<int>((static_cast<std::int64_t>(blockIdx.x) + 1) * pairs / gridDim.x));
-  }
+  const int x0 = static_cast<int>(blockIdx.x) * chunk, x1 = min(x0 + chunk, total_tiles);
 
   TileCursor lookup{};
   if (x0 < x1) {
@@ -404,7 +392,6 @@ __global__ void __launch_bounds__(kThreads)
       const int pair = cur.seq * kv_heads + cur.kvh;
       const int pair_first = prefix[cur.seq] * kv_heads + cur.kvh * cur.tiles;
       const int first_block = pair_first / chunk, last_block = (pair_first + cur.tiles - 1) / chunk;
-      const bool split_pair = !whole_pairs && first_block != last_block;
       bf16* dst = out + static_cast<std::int64_t>(batch.q_start[cur.seq]) * out_stride + cur.kvh * group * D;
       const std::int64_t slot = static_cast<std::int64_t>(blockIdx.x) + pair;
       for (int e = tid; e < group * D; e += kThreads) {
@@ -415,7 +402,7 @@ __global__ void __launch_bounds__(kThreads)
           acc += partial[(w * kMaxGroup + h) * D + e - h * D];
           total += warp_sum[w][h];
         }
-        if (!split_pair) {  // the whole pair was this block's
+        if (first_block == last_block) {  // the whole pair was this block's
           dst[e] = __float2bfloat16_rn(acc / total);
         } else {
           ws.acc[slot * group * D + e] = acc;
@@ -428,7 +415,7 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       }
-      if (split_pair) {
+      if (first_block != last_block) {
         __threadfence();  // the partial is visible before the counter says so
         __syncthreads();
         if (tid == 0) {
@@ -800,7 +787,7 @@ std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_d
 
 void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream, bool whole_pairs) {
+                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
   const int pairs = batch.num_seqs * shape.kv_heads;
   if (pairs > kMaxPairs || batch.num_seqs >= kMaxPairs) {
@@ -813,11 +800,10 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
     const int resident = streaming::resident_blocks_per_sm<D>(device);
-    int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
-    if (whole_pairs) blocks = std::min(blocks, pairs);  // a block per pair at most
+    const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
     launch_kernel(streaming::decode_attention_kernel<D>, dim3(blocks), streaming::kThreads,
                   streaming::dynamic_smem_bytes<D>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch, shape,
-                  ws, out, out_stride, scale_log2, whole_pairs ? 1 : 0);
+                  ws, out, out_stride, scale_log2);
   });
 }
 
@@ -849,8 +835,7 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
   if (streaming) {
     launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
-                                 batch, shape, workspace, out, out_stride, stream,
-                                 plan.kernel == K::streaming && plan.whole_pairs);
+                                 batch, shape, workspace, out, out_stride, stream);
   } else {
     launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
   }
@@ -866,9 +851,6 @@ std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
   for (int per_sm = 1; per_sm <= resident && sms * per_sm <= streaming::kMaxGridBlocks; ++per_sm) {
     plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm});
   }
-  if (env_switch_on("GPUSCOUT_DECODE_PAIRS")) {  // =0: not offered (A/B runs)
-    plans.push_back({DecodeAttentionPlan::Kernel::streaming, 0, true});
-  }
   return plans;
 }
 
@@ -877,10 +859,6 @@ std::string describe(const DecodeAttentionPlan& plan) {
     case DecodeAttentionPlan::Kernel::split:
       return "split";
     case DecodeAttentionPlan::Kernel::streaming: {
-      if (plan.whole_pairs) {
-        return plan.grid_blocks > 0 ? "streaming whole pairs, at most " + std::to_string(plan.grid_blocks) + " blocks"
-                                    : "streaming whole pairs (a block per pair, at most SMs x resident blocks)";
-      }
       const int sms = current_device().sms;
       std::string s = "streaming " + std::to_string(plan.grid_blocks) + " blocks";
       if (plan.grid_blocks > 0 && plan.grid_blocks % sms == 0)

@@ -38,15 +38,13 @@ void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf1
 
 // The two decode attention kernels launch_decode_attention chooses between (attention_decode.cu):
 // the tile-streaming one on a grid of `grid_blocks` blocks (0: the SMs times the blocks resident
-// per SM, its default; at most 1024; whole_pairs: at most one block per pair, each block on whole
-// pairs), and the split (flash-decoding) one with its merge kernel.
+// per SM, its default; at most 1024), and the split (flash-decoding) one with its merge kernel.
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                    const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                                    int out_stride, cudaStream_t stream);
 void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream,
-                                  bool whole_pairs = false);
+                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream);
 
 // A kernel choice's switch for A/B runs: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);

@@ -105,18 +105,14 @@ struct DecodeAttentionPlan {
   enum class Kernel { automatic, split, streaming };
   Kernel kernel = Kernel::automatic;
   int grid_blocks = 0;  // streaming: blocks of the grid; 0: the SMs times the blocks resident per SM
-  // streaming: each block takes whole (sequence, KV head) pairs, an equal count of them (a block per pair
-  // where they fit in the grid), so no pair's parts are merged across blocks; false: an equal run of tiles.
-  bool whole_pairs = false;
 };
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {});
 // The plans worth timing on the current GPU for this head size (the engine times them per decode
-// bucket and context class at start-up): split, streaming on 1, 2, ... blocks per SM up to the blocks
-// that fit one SM, and streaming on whole pairs (unless GPUSCOUT_DECODE_PAIRS=0). describe(): "split", "streaming 264 blocks (2/SM)",
-// "streaming whole pairs (...)", "automatic".
+// bucket and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the
+// blocks that fit one SM. describe(): "split", "streaming 264 blocks (2/SM)", "automatic".
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim);
 std::string describe(const DecodeAttentionPlan& plan);
 
