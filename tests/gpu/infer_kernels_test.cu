@@ -857,12 +857,18 @@ struct LtGemm {
 // profile_batch > 0: only that batch at 512..576, the automatic choice launched 3 times untimed
 // (a target for ncu --launch-skip 2 --launch-count 1).
 void bench_decode_attention(const AttentionShape& shape, const char* name, bool all_cases, int profile_batch = 0) {
+  // Plain launches, as the engine's start-up tuning times them: under programmatic launch the timed
+  // launches overlap (the next one's blocks start their loads during the one before wherever the grid
+  // leaves room on the SMs), which favours small grids by more than a decode step shows (bench/NOTES.md,
+  // session 23).
+  const ProgrammaticLaunchPause plain;
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("\n## decode attention (%s: %d heads, %d KV heads, D %d, block %d): K+V bytes / time\n", name,
               shape.heads, shape.kv_heads, shape.head_dim, shape.block_size);
   std::printf(
-      "(contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: the split kernel; "
+      "(plain launches; contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: "
+      "the split kernel; "
       "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; GB/s at the choice)\n");
   std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
               "stream@2x", "stream@3x", "stream@4x", "GB/s", "MB read");
