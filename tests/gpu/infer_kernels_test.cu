@@ -514,8 +514,13 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
     for (int launch = 0; launch < 2; ++launch) {
       dout.upload(std::vector<u16>(dout.n, kPoison));
       if (kernel == DecodeKernel::streaming) {
-        launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
-                                     ws.p, dout.as<bf16>(), out_stride, nullptr);
+        try {
+          launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
+                                       ws.p, dout.as<bf16>(), out_stride, nullptr);
+        } catch (const std::invalid_argument& e) {  // its shared memory does not fit this GPU
+          std::printf("SKIP  %s: %s\n", name.c_str(), e.what());
+          return;
+        }
       } else if (kernel == DecodeKernel::split) {
         launch_decode_attention_split(dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape, ws.p,
                                       dout.as<bf16>(), out_stride, nullptr);

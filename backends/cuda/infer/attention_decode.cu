@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "gpuscout/cuda/check.hpp"
 #include "kernel_util.cuh"
 #include "kernel_variants.hpp"
@@ -479,15 +481,34 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The dynamic shared memory a block of the kernel may have on the device: the device's opt-in
+// limit less the kernel's static shared memory.
+template <int D>
+std::size_t dynamic_smem_limit(int device) {
+  cudaFuncAttributes attributes{};
+  GPUSCOUT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, decode_attention_kernel<D>));
+  return static_cast<std::size_t>(
+      std::max(0, shared_memory_optin_bytes(device) - static_cast<int>(attributes.sharedSizeBytes)));
+}
+
+// Whether a launch for num_seqs sequences fits one block's shared memory on the device (K/V stages of
+// ~98 KB at head size 128 plus 4 bytes per sequence: an H200 or A100 yes, a 99 KB Ampere/Ada card no).
+template <int D>
+bool streaming_fits(int device, int num_seqs) {
+  return dynamic_smem_bytes<D>(num_seqs) <= dynamic_smem_limit<D>(device);
+}
+
 // Blocks resident per SM (registers and shared memory decide), once per process; the dynamic
-// shared memory limit is raised once per device.
+// shared memory limit is raised once per device, to what kMaxPairs sequences need or what the
+// device allows (launches that need more take the split kernel or are refused).
 template <int D>
 int resident_blocks_per_sm(int device) {
   static std::array<std::atomic<bool>, 64> configured{};
   auto* kernel = decode_attention_kernel<D>;
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device].load()) {
-    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(dynamic_smem_bytes<D>(kMaxPairs))));
+    const std::size_t bytes = std::min(dynamic_smem_bytes<D>(kMaxPairs), dynamic_smem_limit<D>(device));
+    GPUSCOUT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     if (device >= 0 && device < static_cast<int>(configured.size())) configured[device].store(true);
   }
   static const int blocks = [kernel] {
@@ -799,6 +820,13 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
   const int device = current.device, sms = current.sms;
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
+    if (!streaming::streaming_fits<D>(device, batch.num_seqs)) {
+      throw std::invalid_argument(fmt::format(
+          "decode attention: the streaming kernel needs {} bytes of shared memory per block for {} sequences at head "
+          "size {}; this GPU allows {} (the split kernel runs instead where the choice is automatic)",
+          streaming::dynamic_smem_bytes<D>(batch.num_seqs), batch.num_seqs, D,
+          streaming::dynamic_smem_limit<D>(device)));
+    }
     const int resident = streaming::resident_blocks_per_sm<D>(device);
     const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
     launch_kernel(streaming::decode_attention_kernel<D>, dim3(blocks), streaming::kThreads,
@@ -831,8 +859,14 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
   using K = DecodeAttentionPlan::Kernel;
-  const bool streaming =
+  bool streaming =
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
+  if (streaming) {  // where its shared memory does not fit this GPU (and this many sequences): split
+    const int device = current_device().device;
+    dispatch_head_dim(shape.head_dim, [&](auto d) {
+      streaming = streaming::streaming_fits<decltype(d)::value>(device, batch.num_seqs);
+    });
+  }
   if (streaming) {
     launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
                                  batch, shape, workspace, out, out_stride, stream);
@@ -844,9 +878,11 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
   const CurrentDevice current = current_device();
   const int device = current.device, sms = current.sms;
-  int resident = 1;
-  dispatch_head_dim(head_dim,
-                    [&](auto d) { resident = streaming::resident_blocks_per_sm<decltype(d)::value>(device); });
+  int resident = 0;
+  dispatch_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (streaming::streaming_fits<D>(device, 1)) resident = streaming::resident_blocks_per_sm<D>(device);
+  });
   std::vector<DecodeAttentionPlan> plans{{DecodeAttentionPlan::Kernel::split, 0}};
   for (int per_sm = 1; per_sm <= resident && sms * per_sm <= streaming::kMaxGridBlocks; ++per_sm) {
     plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm});

@@ -7,6 +7,9 @@
 // position context_len - q_len + i, and a warp skips the tiles wholly past its last query. Chunks
 // of at most 64 queries (max_q_len) take kM = 1.
 #include <cstdint>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
@@ -150,10 +153,20 @@ bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int
       launch_prefill_attention_wgmma(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream)) {
     return true;
   }
+  int device = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  const int optin = shared_memory_optin_bytes(device);
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    // Short chunks (at most 64 queries) waste less of a 64-row tile than of a 128-row one.
-    if (batch.max_q_len <= Tile<D, 1>::kBq) {
+    // Short chunks (at most 64 queries) waste less of a 64-row tile than of a 128-row one; so do GPUs
+    // whose blocks cannot have the 128-row tile's shared memory (102 KB at head size 128: Ampere and
+    // Ada cards other than the A100 allow 99 KB).
+    if (batch.max_q_len <= Tile<D, 1>::kBq || Tile<D, 2>::kSmemBytes > optin) {
+      if (Tile<D, 1>::kSmemBytes > optin) {
+        throw std::invalid_argument(fmt::format(
+            "prefill attention at head size {} needs {} bytes of shared memory per block; this GPU allows {}", D,
+            Tile<D, 1>::kSmemBytes, optin));
+      }
       launch_prefill<D, 1>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
     } else {
       launch_prefill<D, 2>(q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);

@@ -292,7 +292,11 @@ bool prefill_attention_wgmma_supported(int head_dim) {
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return prefill_attention_wgmma_supported(head_dim, major, minor);
+  return prefill_attention_wgmma_supported(head_dim, major, minor) && prefill_attention_wgmma_fits(device);
+}
+
+bool prefill_attention_wgmma_fits(int device) {
+  return kSmemBytes <= shared_memory_optin_bytes(device);
 }
 
 bool prefill_attention_wgmma_by_default() {

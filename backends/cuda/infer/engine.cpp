@@ -1329,9 +1329,11 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                       g, prop.name, prop.major, prop.minor));
     }
     pdl_capable = pdl_capable && prop.major >= 9;
-    prefill_wgmma = prefill_wgmma && prefill_attention_wgmma_supported(config.head_dim, prop.major, prop.minor);
-    swiglu_gemm =
-        swiglu_gemm && gate_up_swiglu_supported(config.hidden, config.ffn_hidden / e.tp, prop.major, prop.minor);
+    prefill_wgmma = prefill_wgmma && prefill_attention_wgmma_supported(config.head_dim, prop.major, prop.minor) &&
+                    prefill_attention_wgmma_fits(g);
+    swiglu_gemm = swiglu_gemm &&
+                  gate_up_swiglu_supported(config.hidden, config.ffn_hidden / e.tp, prop.major, prop.minor) &&
+                  gate_up_swiglu_fits(g);
     min_sms = std::min(min_sms, prop.multiProcessorCount);
     if (options.fp8_weights && prop.major * 10 + prop.minor < 89) {
       throw gpuscout::UsageError(

@@ -28,6 +28,7 @@
 #include <atomic>
 
 #include "kernel_util.cuh"
+#include "kernel_variants.hpp"
 
 namespace gpuscout::cuda::infer {
 
@@ -451,6 +452,11 @@ Launchable variant_kernel(int variant) {
   static std::array<std::array<std::atomic<bool>, kSmallMVariants>, 64> configured{};
   int device = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  // The bulk rings need compute capability 9.0; a ring larger than a block's shared memory cannot run.
+  if ((variant >= 3 && !sm90_features_on(device)) ||
+      l.smem > static_cast<std::size_t>(shared_memory_optin_bytes(device))) {
+    return Launchable{};
+  }
   if (device < 0 || device >= static_cast<int>(configured.size()) || !configured[device][variant].load()) {
     GPUSCOUT_CUDA_CHECK(
         cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)));
@@ -486,6 +492,7 @@ const char* small_m_variant_name(int variant) {
 int small_m_gemm_blocks_per_sm(int rows, int variant) {
   if (rows < 1 || rows > kSmallMMaxRows || variant < 0 || variant >= kSmallMVariants) return 0;
   const Launchable l = launchable(rows, variant);
+  if (l.kernel == nullptr) return 0;
   int blocks = 0;
   GPUSCOUT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, l.kernel, kThreads, l.smem));
   return blocks;
@@ -524,6 +531,7 @@ bool launch_small_m_gemm(const bf16* x, int rows, const bf16* w, int n, int k, i
   if (variant < 0 || variant >= kSmallMVariants) return false;
   if (check_small_m_gemm(x, rows, w, n, k, split, ws) != nullptr) return false;
   const Launchable l = launchable(rows, variant);
+  if (l.kernel == nullptr) return false;  // not on this GPU
   const int tiles = (n + kSmallMTileCols - 1) / kSmallMTileCols;
   launch_kernel(l.kernel, dim3(tiles, small_m_gemm_effective_split(k, split)), kThreads, l.smem, stream, x, rows, w, n,
                 k, steps_per_split(k, split), residual, y, ws.counters, ws.partials);

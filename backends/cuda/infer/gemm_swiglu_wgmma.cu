@@ -228,6 +228,10 @@ int gate_up_swiglu_min_rows(int ffn, int sms) {
   return std::max(row_tiles, 1) * kBM;
 }
 
+bool gate_up_swiglu_fits(int device) {
+  return std::max(kSmemBytes<true>, kSmemBytes<false>) <= shared_memory_optin_bytes(device);
+}
+
 bool gate_up_swiglu_by_default() {
   static const bool on = env_switch_on("GPUSCOUT_SWIGLU_GEMM");
   return on;
@@ -247,7 +251,7 @@ bool launch_gate_up_swiglu(const bf16* x, int rows, int in, const bf16* w_gate_u
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (!gate_up_swiglu_supported(in, ffn, major, minor)) return false;
+  if (!gate_up_swiglu_supported(in, ffn, major, minor) || !gate_up_swiglu_fits(device)) return false;
   // Tensor copies need 16-byte-aligned bases (the engine's buffers are cudaMalloc'd: 256 bytes).
   // (The deferred epilogue's 16-byte stores need the same of out.)
   if ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(w_gate_up) |

@@ -272,10 +272,13 @@ DeviceLimits prepared_device() {
   GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
   if (device >= kMaxDevices) throw std::runtime_error("ring GEMV: device index beyond 63");
   if (sms_of[device].load() == 0) {
-    int sms = 0, optin = 0;
+    int sms = 0;
     GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(ring_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    // Below compute capability 9.0 (no bulk copies) the ring never launches: no shared memory at all.
+    const int optin = sm90_features_on(device) ? shared_memory_optin_bytes(device) : 0;
+    if (optin > 0) {
+      GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(ring_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    }
     smem_optin_of[device].store(optin);
     sms_of[device].store(sms);
   }

@@ -193,19 +193,31 @@ struct PrefillChunk {
 
 // mbarrier and bulk copy (sm_90): a shared-memory buffer is complete when its expected bytes
 // landed (the producer's arrive.expect_tx, then cp.async.bulk completing the transaction).
+// The kernels that use them launch only on compute capability 9.0+ (their launch functions check,
+// sm90_features_on); for older targets (the sm_80 code A100s, Ampere and Ada cards run) each
+// compiles to a trap.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define GPUSCOUT_SM90_ASM(...) __trap()
+#else
+#define GPUSCOUT_SM90_ASM(...) asm volatile(__VA_ARGS__)
+#endif
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+  GPUSCOUT_SM90_ASM("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
 }
 __device__ __forceinline__ void mbar_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  GPUSCOUT_SM90_ASM("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+  GPUSCOUT_SM90_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                    : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  GPUSCOUT_SM90_ASM("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait_parity(std::uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
   unsigned done = 0;
   do {
     asm volatile(
@@ -214,6 +226,7 @@ __device__ __forceinline__ void mbar_wait_parity(std::uint64_t* bar, unsigned pa
         : "r"(smem_addr(bar)), "r"(parity)
         : "memory");
   } while (done == 0);
+#endif
 }
 // A producer/consumer ring's barriers, set up by thread 0 (the block's next barrier publishes
 // them): slot i's full[i] (the producer's bulk copy landed) and empty[i] (its consumer released it),
@@ -227,7 +240,7 @@ __device__ __forceinline__ void init_ring_barriers(std::uint64_t* full, std::uin
   mbar_init_fence();
 }
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
-  asm volatile(
+  GPUSCOUT_SM90_ASM(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");

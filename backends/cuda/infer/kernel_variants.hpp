@@ -49,6 +49,16 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
 // A kernel choice's switch for A/B runs: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);
 
+// What the kernels may ask of `device`, checked before they launch so that a GPU without it gets
+// another kernel or a clear error, not a failed launch:
+//   - the dynamic shared memory one block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin:
+//     227 KB on Hopper, 163 KB on an A100, 99 KB on Ampere/Ada workstation and L-series cards),
+//     capped by GPUSCOUT_SMEM_OPTIN_LIMIT (bytes) when set: a test hook that runs a large GPU with a
+//     smaller one's limit, so the fallbacks are checked where they cannot otherwise run;
+//   - the sm_90 instructions (mbarrier transactions, bulk copies): compute capability 9.0+.
+int shared_memory_optin_bytes(int device);
+bool sm90_features_on(int device);
+
 // Prefill attention's kernels (launch_prefill_attention chooses): the warpgroup-MMA one
 // (attention_prefill_wgmma.cu: head size 128 on compute capability 9.0 only, chunks of more than 64
 // queries; unless GPUSCOUT_PREFILL_WGMMA=0) and the mma.sync one (attention_prefill.cu: any GPU and
@@ -58,6 +68,7 @@ bool env_switch_on(const char* name);
 enum class PrefillAttentionPath { automatic, mma_sync, wgmma, wgmma_cp_async, wgmma_tma };
 bool prefill_attention_wgmma_supported(int head_dim, int cc_major, int cc_minor);
 bool prefill_attention_wgmma_supported(int head_dim);  // on the current device
+bool prefill_attention_wgmma_fits(int device);         // its shared memory (shared_memory_optin_bytes)
 bool prefill_attention_wgmma_by_default();
 // False, launching nothing, where the path cannot run (wgmma: another GPU or head size).
 bool launch_prefill_attention_path(PrefillAttentionPath path, const bf16* q, int q_stride, const bf16* k_cache,
@@ -78,7 +89,8 @@ bool launch_prefill_attention_wgmma(const bf16* q, int q_stride, const bf16* k_c
 // and ffn % 128 == 0. The engine uses it for steps of gate_up_swiglu_min_rows or more
 // (EngineOptions::fused_swiglu) unless GPUSCOUT_SWIGLU_GEMM=0.
 bool gate_up_swiglu_supported(int in, int ffn, int cc_major, int cc_minor);
-bool gate_up_swiglu_by_default();  // unless GPUSCOUT_SWIGLU_GEMM=0
+bool gate_up_swiglu_fits(int device);  // its shared memory (shared_memory_optin_bytes)
+bool gate_up_swiglu_by_default();      // unless GPUSCOUT_SWIGLU_GEMM=0
 // The fewest rows from which the engine takes it: enough 128 x 128-output tiles for kSwigluMinWaves
 // waves over the GPU's `sms` SMs. Below that its tiles' last wave leaves too many SMs idle: it lost
 // 3-20% to cuBLASLt + SiLU at 448 tiles (3.4 waves) and won at 896 (bench/NOTES.md, session 21).

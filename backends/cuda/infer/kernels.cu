@@ -703,6 +703,22 @@ bool env_switch_on(const char* name) {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
+int shared_memory_optin_bytes(int device) {
+  int bytes = 0;
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  static const long long limit = [] {
+    const char* v = std::getenv("GPUSCOUT_SMEM_OPTIN_LIMIT");
+    return v != nullptr && *v != 0 ? std::atoll(v) : 0LL;
+  }();
+  return limit > 0 && limit < bytes ? static_cast<int>(limit) : bytes;
+}
+
+bool sm90_features_on(int device) {
+  int major = 0;
+  GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
 void set_programmatic_launch(bool enabled) {
   g_programmatic_launch = enabled;
 }

@@ -17,11 +17,13 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "flash_forward.cuh"
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/train/train_cost.hpp"
 #include "kernel_util.cuh"
+#include "kernel_variants.hpp"
 
 namespace gpuscout::cuda::train {
 
@@ -434,6 +436,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <typename Kernel>
 void set_smem(Kernel kernel, int bytes) {
+  int device = 0;
+  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
+  const int optin = infer::shared_memory_optin_bytes(device);
+  if (bytes > optin) {
+    throw std::invalid_argument("flash attention (training): a block needs " + std::to_string(bytes) +
+                                " bytes of shared memory; this GPU allows " + std::to_string(optin));
+  }
   // Above 48 KiB of dynamic shared memory needs the opt-in (per device context: set at every launch).
   GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
