@@ -418,10 +418,11 @@ std::map<std::string, std::string> captured_environment() {
                            "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
-  // NCCL settings (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE ...) decide collective results.
+  // NCCL settings (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE ...) decide collective results, and the
+  // engine's kernel switches (GPUSCOUT_RING_GEMV=0, GPUSCOUT_SMEM_OPTIN_LIMIT ...) its kernels.
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string kv = *e;
-    if (kv.rfind("NCCL_", 0) == 0) {
+    if (kv.rfind("NCCL_", 0) == 0 || kv.rfind("GPUSCOUT_", 0) == 0) {
       const auto eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }

@@ -87,7 +87,7 @@ struct Provenance {
   std::string os;
   std::string cpu;
   std::map<std::string, std::string> software;     // driver, cuda_runtime, cuda_driver, cublas, nccl ...
-  std::map<std::string, std::string> environment;  // relevant variables (NCCL_*, CUDA_VISIBLE_DEVICES)
+  std::map<std::string, std::string> environment;  // relevant variables (NCCL_*, GPUSCOUT_*, CUDA_VISIBLE_DEVICES)
   std::map<std::string, std::string> tags;         // --tags key:value, so runs from many machines concatenate
   std::string data_source;                         // which spec database was used
 };
