@@ -482,13 +482,19 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The dynamic shared memory a block of the kernel may have on the device: the device's opt-in
-// limit less the kernel's static shared memory.
+// limit less the kernel's static shared memory (looked up once per device: every launch asks).
 template <int D>
 std::size_t dynamic_smem_limit(int device) {
+  static std::array<std::atomic<long long>, 64> known{};  // the bytes + 1; 0: not yet looked up
+  if (device >= 0 && device < static_cast<int>(known.size()) && known[device].load() > 0) {
+    return static_cast<std::size_t>(known[device].load() - 1);
+  }
   cudaFuncAttributes attributes{};
   GPUSCOUT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, decode_attention_kernel<D>));
-  return static_cast<std::size_t>(
-      std::max(0, shared_memory_optin_bytes(device) - static_cast<int>(attributes.sharedSizeBytes)));
+  const long long bytes = std::max(0LL, static_cast<long long>(shared_memory_optin_bytes(device)) -
+                                            static_cast<long long>(attributes.sharedSizeBytes));
+  if (device >= 0 && device < static_cast<int>(known.size())) known[device].store(bytes + 1);
+  return static_cast<std::size_t>(bytes);
 }
 
 // Whether a launch for num_seqs sequences fits one block's shared memory on the device (K/V stages of
