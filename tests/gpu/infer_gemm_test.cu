@@ -7,6 +7,7 @@
 //   infer_gemm_test --bench         also time it on the Llama-3.1-8B shapes against cuBLASLt
 //   infer_gemm_test --swiglu [--bench]  only the gate/up GEMM with its SwiGLU epilogue (and its timing)
 //   infer_gemm_test --profile       only the gate_up shape at 32 rows, each variant and cuBLASLt (for ncu)
+//   infer_gemm_test --branches [--bench]  only the decode layer's two-branch GEMMs (and their timing)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -691,11 +692,331 @@ void bench_swiglu() {
   CUDA_CHECK(cudaEventDestroy(e1));
 }
 
+// ---------------------------------------------------------------------------------------------
+// The decode layer's two branches (EngineOptions::decode_branches): the strided GemmRunner classes
+// a branch runs (o and down on half of k; gate and up on half of the FFN, one batched call), the
+// strided SiLU * up, and the add + RMSNorm that joins the branches, against the CPU reference.
+// Branch A accumulates into the residual, branch B writes its partial sum to its own buffer, each
+// on its own stream and cuBLASLt workspace, at once.
+struct BranchRunners {
+  static constexpr std::size_t kWorkspaceBytes = 32ull << 20;
+  Dev<char> ws_a{kWorkspaceBytes}, ws_b{kWorkspaceBytes};
+  GemmRunner a{ws_a.p, kWorkspaceBytes}, b{ws_b.p, kWorkspaceBytes};
+  int o = -1, gate_up = -1, down = -1;  // the same class index in both runners
+  // `weights`: per layer the o, gate/up and down matrices (for tune()'s rotation).
+  BranchRunners(int hidden, int ffn, const std::vector<const void*>& wo, const std::vector<const void*>& wgu,
+                const std::vector<const void*>& wd) {
+    for (GemmRunner* r : {&a, &b}) {
+      GemmRunner::Strides half_k;  // o: half of the query heads' columns
+      half_k.w_stride = half_k.x_stride = hidden;
+      o = r->add_strided_class("o_half", hidden, hidden / 2, wo, half_k);
+      GemmRunner::Strides gu;  // gate and up rows of half the FFN, one call
+      gu.y_stride = 2 * ffn;
+      gu.batch = 2;
+      gu.w_batch_stride = static_cast<std::int64_t>(ffn) * hidden;
+      gu.y_batch_stride = ffn;
+      gate_up = r->add_strided_class("gate_up_half", ffn / 2, hidden, wgu, gu);
+      GemmRunner::Strides dk;
+      dk.w_stride = dk.x_stride = ffn;
+      down = r->add_strided_class("down_half", hidden, ffn / 2, wd, dk);
+    }
+  }
+};
+
+void test_branches() {
+  const int hidden = 256, ffn = 384;  // branch halves of 128 and 192 columns
+  cudaStream_t sa = nullptr, sb = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
+  cudaEvent_t fork = nullptr, join = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  const auto wo = random_bf16(static_cast<std::size_t>(hidden) * hidden);
+  const auto wgu = random_bf16(static_cast<std::size_t>(2) * ffn * hidden);
+  const auto wd = random_bf16(static_cast<std::size_t>(hidden) * ffn);
+  const auto norm_w = random_bf16(hidden, 2.0f);
+  Dev<u16> dwo(wo), dwgu(wgu), dwd(wd), dnorm(norm_w);
+  BranchRunners br(hidden, ffn, {dwo.p}, {dwgu.p}, {dwd.p});
+  for (int rows : {1, 9, 32}) {
+    Dev<u16> scratch_x(random_bf16(static_cast<std::size_t>(rows) * 2 * ffn)),
+        scratch_y(static_cast<std::size_t>(rows) * 2 * ffn);
+    {
+      const ProgrammaticLaunchPause plain;
+      for (GemmRunner* r : {&br.a, &br.b}) {
+        for (int cls : {br.o, br.gate_up, br.down}) r->tune(cls, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), sa);
+      }
+    }
+    const std::string tag = " rows " + std::to_string(rows);
+    auto fork_join = [&](auto&& branch_a, auto&& branch_b) {
+      CUDA_CHECK(cudaEventRecord(fork, sa));
+      CUDA_CHECK(cudaStreamWaitEvent(sb, fork));
+      branch_a(sa);
+      branch_b(sb);
+      CUDA_CHECK(cudaEventRecord(join, sb));
+      CUDA_CHECK(cudaStreamWaitEvent(sa, join));
+      CUDA_CHECK(cudaStreamSynchronize(sa));
+    };
+    // o on two halves of k, then the add + RMSNorm.
+    {
+      const auto x = random_bf16(static_cast<std::size_t>(rows) * hidden);
+      const auto residual = random_bf16(static_cast<std::size_t>(rows) * hidden, 4.0f);
+      Dev<u16> dx(x), dh(residual), dt(std::vector<u16>(static_cast<std::size_t>(rows) * hidden, kPoison)),
+          dxn(std::vector<u16>(static_cast<std::size_t>(rows) * hidden, kPoison));
+      fork_join(
+          [&](cudaStream_t s) { br.a.run(br.o, rows, dx.as<bf16>(), dwo.p, dh.as<bf16>(), true, s); },
+          [&](cudaStream_t s) {
+            br.b.run(br.o, rows, dx.as<bf16>() + hidden / 2, dwo.as<bf16>() + hidden / 2, dt.as<bf16>(), false, s);
+          });
+      launch_add_rmsnorm(dh.as<bf16>(), dt.as<bf16>(), dnorm.as<bf16>(), rows, hidden, 1e-5f, dxn.as<bf16>(), sa);
+      CUDA_CHECK(cudaGetLastError());
+      const auto h = dh.download(), xn = dxn.download();
+      Reference ref = plus_residual(reference(x, wo, rows, hidden, hidden), residual);
+      // Two more roundings than one GEMM with its residual: A's sum and the add, each <= 2^-9 of
+      // |residual| + |x W^T|; a lost half of k is off by ~|x W^T| / 2.
+      Verdict v;
+      for (std::size_t i = 0; i < ref.y.size(); ++i) {
+        const double tol = std::ldexp(std::fabs(ref.y[i]) + ref.magnitude[i] / std::sqrt(hidden), -7) +
+                           std::ldexp(ref.magnitude[i], -14);
+        const double e = std::fabs(to_f(h[i]) - ref.y[i]);
+        if (!(e <= tol) && v.bad++ == 0) v.first_bad = i;
+        if (!std::isnan(e)) v.worst_ratio = std::max(v.worst_ratio, e / tol);
+      }
+      report("branches: o on two halves of k, joined" + tag, v.bad == 0, describe(v, h, ref));
+      // The norm of the joined row, against the row the kernel wrote.
+      Verdict n;
+      for (int r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int c = 0; c < hidden; ++c) sum += std::pow(to_f(h[static_cast<std::size_t>(r) * hidden + c]), 2);
+        const double inv = 1.0 / std::sqrt(sum / hidden + 1e-5);
+        for (int c = 0; c < hidden; ++c) {
+          const std::size_t i = static_cast<std::size_t>(r) * hidden + c;
+          const double want = to_f(h[i]) * inv * to_f(norm_w[c]);
+          const double e = std::fabs(to_f(xn[i]) - want), tol = std::ldexp(std::fabs(want), -8) + 1e-6;
+          if (!(e <= tol) && n.bad++ == 0) n.first_bad = i;
+          if (!std::isnan(e)) n.worst_ratio = std::max(n.worst_ratio, e / tol);
+        }
+      }
+      report("branches: add + RMSNorm of the joined row" + tag, n.bad == 0,
+             "max err/tol " + std::to_string(n.worst_ratio) + ", " + std::to_string(n.bad) + " off");
+    }
+    // Gate and up of each half of the FFN in one call each, SiLU * up per half, down on two halves of k.
+    {
+      const auto x = random_bf16(static_cast<std::size_t>(rows) * hidden);
+      const auto residual = random_bf16(static_cast<std::size_t>(rows) * hidden, 4.0f);
+      Dev<u16> dx(x), dgu(std::vector<u16>(static_cast<std::size_t>(rows) * 2 * ffn, kPoison)),
+          dact(std::vector<u16>(static_cast<std::size_t>(rows) * ffn, kPoison)), dh(residual),
+          dt(std::vector<u16>(static_cast<std::size_t>(rows) * hidden, kPoison));
+      const std::size_t half_rows = static_cast<std::size_t>(ffn / 2) * hidden;  // W offset of B's gate rows
+      fork_join(
+          [&](cudaStream_t s) {
+            br.a.run(br.gate_up, rows, dx.as<bf16>(), dwgu.p, dgu.as<bf16>(), false, s);
+            launch_silu_mul(dgu.as<bf16>(), 2 * ffn, ffn, rows, ffn / 2, dact.as<bf16>(), ffn, s);
+          },
+          [&](cudaStream_t s) {
+            br.b.run(br.gate_up, rows, dx.as<bf16>(), dwgu.as<bf16>() + half_rows, dgu.as<bf16>() + ffn / 2, false, s);
+            launch_silu_mul(dgu.as<bf16>() + ffn / 2, 2 * ffn, ffn, rows, ffn / 2, dact.as<bf16>() + ffn / 2, ffn, s);
+          });
+      const auto gu = dgu.download(), act = dact.download();
+      const Reference gu_ref = reference(x, wgu, rows, 2 * ffn, hidden);
+      const Verdict v = compare(gu, gu_ref);
+      report("branches: gate/up halves, batched calls" + tag, v.bad == 0, describe(v, gu, gu_ref));
+      Verdict s;
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < ffn; ++c) {
+          const double g = to_f(gu[static_cast<std::size_t>(r) * 2 * ffn + c]);
+          const double u = to_f(gu[static_cast<std::size_t>(r) * 2 * ffn + ffn + c]);
+          const double want = silu_ref(g) * u;
+          const std::size_t i = static_cast<std::size_t>(r) * ffn + c;
+          const double e = std::fabs(to_f(act[i]) - want), tol = std::ldexp(std::fabs(want), -8) + 1e-6;
+          if (!(e <= tol) && s.bad++ == 0) s.first_bad = i;
+          if (!std::isnan(e)) s.worst_ratio = std::max(s.worst_ratio, e / tol);
+        }
+      }
+      report("branches: SiLU * up on strided halves" + tag, s.bad == 0,
+             "max err/tol " + std::to_string(s.worst_ratio) + ", " + std::to_string(s.bad) + " off");
+      fork_join(
+          [&](cudaStream_t st) { br.a.run(br.down, rows, dact.as<bf16>(), dwd.p, dh.as<bf16>(), true, st); },
+          [&](cudaStream_t st) {
+            br.b.run(br.down, rows, dact.as<bf16>() + ffn / 2, dwd.as<bf16>() + ffn / 2, dt.as<bf16>(), false, st);
+          });
+      const auto h = dh.download(), t = dt.download();
+      const Reference ref = plus_residual(reference(act, wd, rows, hidden, ffn), residual);
+      Verdict d;
+      std::vector<u16> joined(h.size());
+      for (std::size_t i = 0; i < ref.y.size(); ++i) {
+        joined[i] = to_b(to_f(h[i]) + to_f(t[i]));  // what launch_add_rmsnorm writes back
+        const double tol = std::ldexp(std::fabs(ref.y[i]) + ref.magnitude[i] / std::sqrt(ffn), -7) +
+                           std::ldexp(ref.magnitude[i], -14);
+        const double e = std::fabs(to_f(joined[i]) - ref.y[i]);
+        if (!(e <= tol) && d.bad++ == 0) d.first_bad = i;
+        if (!std::isnan(e)) d.worst_ratio = std::max(d.worst_ratio, e / tol);
+      }
+      report("branches: down on two halves of k" + tag, d.bad == 0, describe(d, joined, ref));
+    }
+  }
+  CUDA_CHECK(cudaEventDestroy(fork));
+  CUDA_CHECK(cudaEventDestroy(join));
+  CUDA_CHECK(cudaStreamDestroy(sa));
+  CUDA_CHECK(cudaStreamDestroy(sb));
+}
+
+// `--branches --bench`: 16 layers of a Llama-3.1-8B decode step without attention (RMSNorm, QKV, o,
+// RMSNorm, gate/up, SiLU * up, down), each variant captured as one CUDA graph under programmatic
+// launch, as the engine's decode steps: one chain (the engine today) against o and the MLP in two
+// branches on two streams (the kernels of one branch filling the SMs the other's leave idle at its
+// kernel boundaries). Weights rotate through 16 layers (7 GB), so every GEMM streams from HBM.
+void bench_branches() {
+  const int hidden = 4096, ffn = 14336, qkv = 6144, layers = 16;
+  cudaStream_t sa = nullptr, sb = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
+  const std::size_t per_layer = static_cast<std::size_t>(qkv + hidden + 2 * ffn) * hidden + std::size_t{hidden} * ffn;
+  Dev<u16> weights(per_layer * layers);
+  fill_random_kernel<<<8192, 256, 0, sa>>>(weights.as<bf16>(), weights.n, 7);
+  std::vector<const void*> wq, wo, wgu, wd;
+  for (int l = 0; l < layers; ++l) {
+    bf16* base = weights.as<bf16>() + per_layer * l;
+    wq.push_back(base);
+    wo.push_back(base + static_cast<std::size_t>(qkv) * hidden);
+    wgu.push_back(base + static_cast<std::size_t>(qkv + hidden) * hidden);
+    wd.push_back(base + static_cast<std::size_t>(qkv + hidden + 2 * ffn) * hidden);
+  }
+  const int max_rows = 32;
+  Dev<u16> h(static_cast<std::size_t>(max_rows) * hidden), t(h.n), xn(h.n), attn(h.n),
+      qkv_out(static_cast<std::size_t>(max_rows) * qkv), gu(static_cast<std::size_t>(max_rows) * 2 * ffn),
+      act(static_cast<std::size_t>(max_rows) * ffn), norm_w(hidden);
+  Dev<u16> scratch_x(static_cast<std::size_t>(max_rows) * 2 * ffn), scratch_y(scratch_x.n);
+  for (Dev<u16>* d : {&h, &attn, &norm_w, &scratch_x}) fill_random_kernel<<<256, 256, 0, sa>>>(d->as<bf16>(), d->n, 3);
+  CUDA_CHECK(cudaStreamSynchronize(sa));
+  const std::size_t ws_bytes = 32ull << 20;
+  Dev<char> ws(ws_bytes);
+  GemmRunner serial(ws.p, ws_bytes);
+  const int c_qkv = serial.add_class("qkv", qkv, hidden, wq), c_o = serial.add_class("o", hidden, hidden, wo),
+            c_gu = serial.add_class("gate_up", 2 * ffn, hidden, wgu), c_d = serial.add_class("down", hidden, ffn, wd);
+  BranchRunners br(hidden, ffn, wo, wgu, wd);
+  const float eps = 1e-5f;
+  const std::size_t half_gate = static_cast<std::size_t>(ffn / 2) * hidden;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<cudaEvent_t> events(4 * layers);
+  for (auto& e : events) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  std::printf("\n# branches: us per layer (16-layer graphs: norm, qkv, o, norm, gate/up, SiLU * up, down)\n");
+  std::printf("%4s | %9s %9s %9s | %7s %7s | %s\n", "rows", "one_chain", "o+mlp_2br", "mlp_2br", "ratio", "ratio",
+              "TB/s of weights (one chain / o+mlp / mlp)");
+  for (int rows : {8, 16, 32}) {
+    {
+      const ProgrammaticLaunchPause plain;
+      for (int c : {c_qkv, c_o, c_gu, c_d}) serial.tune(c, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), sa);
+      for (GemmRunner* r : {&br.a, &br.b}) {
+        for (int c : {br.o, br.gate_up, br.down}) r->tune(c, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), sa);
+      }
+    }
+    // variant 0: one chain; 1: o and the MLP in two branches; 2: only the MLP.
+    auto capture = [&](int variant) {
+      cudaGraph_t graph = nullptr;
+      CUDA_CHECK(cudaStreamBeginCapture(sa, cudaStreamCaptureModeThreadLocal));
+      int ev = 0;
+      auto fork = [&] {
+        CUDA_CHECK(cudaEventRecord(events[ev], sa));
+        CUDA_CHECK(cudaStreamWaitEvent(sb, events[ev++]));
+      };
+      auto join = [&] {
+        CUDA_CHECK(cudaEventRecord(events[ev], sb));
+        CUDA_CHECK(cudaStreamWaitEvent(sa, events[ev++]));
+      };
+      bool pending = false;  // branch B's sum waits in t for the next norm
+      auto norm = [&] {
+        if (pending) {
+          launch_add_rmsnorm(h.as<bf16>(), t.as<bf16>(), norm_w.as<bf16>(), rows, hidden, eps, xn.as<bf16>(), sa);
+        } else {
+          launch_rmsnorm(h.as<bf16>(), norm_w.as<bf16>(), rows, hidden, eps, xn.as<bf16>(), sa);
+        }
+        pending = false;
+      };
+      for (int l = 0; l < layers; ++l) {
+        norm();
+        serial.run(c_qkv, rows, xn.as<bf16>(), wq[l], qkv_out.as<bf16>(), false, sa);
+        if (variant == 1) {
+          fork();
+          br.a.run(br.o, rows, attn.as<bf16>(), wo[l], h.as<bf16>(), true, sa);
+          br.b.run(br.o, rows, attn.as<bf16>() + hidden / 2, static_cast<const bf16*>(wo[l]) + hidden / 2,
+                   t.as<bf16>(), false, sb);
+          join();
+          pending = true;
+        } else {
+          serial.run(c_o, rows, attn.as<bf16>(), wo[l], h.as<bf16>(), true, sa);
+        }
+        norm();
+        if (variant == 0) {
+          serial.run(c_gu, rows, xn.as<bf16>(), wgu[l], gu.as<bf16>(), false, sa);
+          launch_silu_mul(gu.as<bf16>(), rows, ffn, act.as<bf16>(), sa);
+          serial.run(c_d, rows, act.as<bf16>(), wd[l], h.as<bf16>(), true, sa);
+          continue;
+        }
+        fork();
+        br.a.run(br.gate_up, rows, xn.as<bf16>(), wgu[l], gu.as<bf16>(), false, sa);
+        launch_silu_mul(gu.as<bf16>(), 2 * ffn, ffn, rows, ffn / 2, act.as<bf16>(), ffn, sa);
+        br.a.run(br.down, rows, act.as<bf16>(), wd[l], h.as<bf16>(), true, sa);
+        br.b.run(br.gate_up, rows, xn.as<bf16>(), static_cast<const bf16*>(wgu[l]) + half_gate,
+                 gu.as<bf16>() + ffn / 2, false, sb);
+        launch_silu_mul(gu.as<bf16>() + ffn / 2, 2 * ffn, ffn, rows, ffn / 2, act.as<bf16>() + ffn / 2, ffn, sb);
+        br.b.run(br.down, rows, act.as<bf16>() + ffn / 2, static_cast<const bf16*>(wd[l]) + ffn / 2, t.as<bf16>(),
+                 false, sb);
+        join();
+        pending = true;
+      }
+      if (pending) launch_add_rmsnorm(h.as<bf16>(), t.as<bf16>(), norm_w.as<bf16>(), rows, hidden, eps, xn.as<bf16>(), sa);
+      CUDA_CHECK(cudaStreamEndCapture(sa, &graph));
+      cudaGraphExec_t exec = nullptr;
+      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      CUDA_CHECK(cudaGraphDestroy(graph));
+      return exec;
+    };
+    cudaGraphExec_t exec[3];
+    for (int v = 0; v < 3; ++v) exec[v] = capture(v);
+    // Interleaved rounds, median per variant.
+    std::vector<double> us[3];
+    for (int round = 0; round < 12; ++round) {
+      for (int v = 0; v < 3; ++v) {
+        CUDA_CHECK(cudaGraphLaunch(exec[v], sa));  // warm
+        CUDA_CHECK(cudaEventRecord(e0, sa));
+        CUDA_CHECK(cudaGraphLaunch(exec[v], sa));
+        CUDA_CHECK(cudaEventRecord(e1, sa));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        us[v].push_back(ms * 1000.0 / layers);
+      }
+    }
+    double med[3];
+    for (int v = 0; v < 3; ++v) {
+      std::sort(us[v].begin(), us[v].end());
+      med[v] = us[v][us[v].size() / 2];
+      CUDA_CHECK(cudaGraphExecDestroy(exec[v]));
+    }
+    const double bytes = 2.0 * static_cast<double>(per_layer);
+    std::printf("%4d | %9.1f %9.1f %9.1f | %7.3f %7.3f | %.2f / %.2f / %.2f\n", rows, med[0], med[1], med[2],
+                med[1] / med[0], med[2] / med[0], bytes / med[0] / 1e6, bytes / med[1] / 1e6, bytes / med[2] / 1e6);
+  }
+  for (auto& e : events) CUDA_CHECK(cudaEventDestroy(e));
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaStreamDestroy(sa));
+  CUDA_CHECK(cudaStreamDestroy(sb));
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run stopped by a timeout keeps what it printed
   try {
     cudaDeviceProp prop{};
     if (!start_gpu_test(prop)) return 77;
+    if (argc > 1 && std::strcmp(argv[1], "--branches") == 0) {
+      test_branches();
+      std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
+      if (argc > 2 && std::strcmp(argv[2], "--bench") == 0) bench_branches();
+      return failures ? 1 : 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "--mid-rows") == 0) {
       bench_mid_rows();
       return 0;
@@ -717,6 +1038,7 @@ int main(int argc, char** argv) {
     if (!kernel_only) test_runner();
     test_swiglu_gemm(prop);
     if (!kernel_only) test_swiglu_gemm_large(prop);
+    if (!kernel_only) test_branches();
     std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
     if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) bench();
   } catch (const std::exception& e) {
