@@ -704,9 +704,11 @@ struct BranchRunners {
   GemmRunner a{ws_a.p, kWorkspaceBytes}, b{ws_b.p, kWorkspaceBytes};
   int o = -1, gate_up = -1, down = -1;  // the same class index in both runners
   // `weights`: per layer the o, gate/up and down matrices (for tune()'s rotation).
+  // sm_target > 0: each runner's kernels chosen for that many SMs (set_sm_count_target).
   BranchRunners(int hidden, int ffn, const std::vector<const void*>& wo, const std::vector<const void*>& wgu,
-                const std::vector<const void*>& wd) {
+                const std::vector<const void*>& wd, int sm_target = 0) {
     for (GemmRunner* r : {&a, &b}) {
+      if (sm_target > 0) r->set_sm_count_target(sm_target);
       GemmRunner::Strides half_k;  // o: half of the query heads' columns
       half_k.w_stride = half_k.x_stride = hidden;
       o = r->add_strided_class("o_half", hidden, hidden / 2, wo, half_k);
@@ -722,6 +724,33 @@ struct BranchRunners {
     }
   }
 };
+
+// Per output, |first half of k's sum| + |second half's|: what the branches round separately.
+std::vector<double> half_sums(const std::vector<u16>& x, const std::vector<u16>& w, int rows, int n, int k) {
+  std::vector<double> out(static_cast<std::size_t>(rows) * n);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < n; ++c) {
+      double first = 0, second = 0;
+      for (int i = 0; i < k; ++i) {
+        const double p = static_cast<double>(to_f(x[static_cast<std::size_t>(r) * k + i])) *
+                         to_f(w[static_cast<std::size_t>(c) * k + i]);
+        (i < k / 2 ? first : second) += p;
+      }
+      out[static_cast<std::size_t>(r) * n + c] = std::fabs(first) + std::fabs(second);
+    }
+  }
+  return out;
+}
+
+// A joined output is rounded four times where one GEMM with its residual rounds once or twice:
+// branch A's product and its sum with the residual, branch B's product, and the add. Each costs
+// up to 2^-9 of what it rounds, which is at most |residual| + |half A| + |half B| (the halves may
+// cancel, so |y| alone does not bound it); FP32 accumulation adds ~k 2^-24 of sum |x w|. A lost
+// or doubled half of k is off by that half's whole sum.
+double joined_tolerance(const Reference& ref, const std::vector<double>& halves, std::size_t i) {
+  const double residual = std::fabs(ref.y[i] - ref.product[i]);
+  return std::ldexp(residual + halves[i] + std::fabs(ref.y[i]), -7) + std::ldexp(ref.magnitude[i], -14);
+}
 
 void test_branches() {
   const int hidden = 256, ffn = 384;  // branch halves of 128 and 192 columns
@@ -771,12 +800,10 @@ void test_branches() {
       CUDA_CHECK(cudaGetLastError());
       const auto h = dh.download(), xn = dxn.download();
       Reference ref = plus_residual(reference(x, wo, rows, hidden, hidden), residual);
-      // Two more roundings than one GEMM with its residual: A's sum and the add, each <= 2^-9 of
-      // |residual| + |x W^T|; a lost half of k is off by ~|x W^T| / 2.
+      const std::vector<double> halves = half_sums(x, wo, rows, hidden, hidden);
       Verdict v;
       for (std::size_t i = 0; i < ref.y.size(); ++i) {
-        const double tol = std::ldexp(std::fabs(ref.y[i]) + ref.magnitude[i] / std::sqrt(hidden), -7) +
-                           std::ldexp(ref.magnitude[i], -14);
+        const double tol = joined_tolerance(ref, halves, i);
         const double e = std::fabs(to_f(h[i]) - ref.y[i]);
         if (!(e <= tol) && v.bad++ == 0) v.first_bad = i;
         if (!std::isnan(e)) v.worst_ratio = std::max(v.worst_ratio, e / tol);
@@ -841,12 +868,12 @@ void test_branches() {
           });
       const auto h = dh.download(), t = dt.download();
       const Reference ref = plus_residual(reference(act, wd, rows, hidden, ffn), residual);
+      const std::vector<double> halves = half_sums(act, wd, rows, hidden, ffn);
       Verdict d;
       std::vector<u16> joined(h.size());
       for (std::size_t i = 0; i < ref.y.size(); ++i) {
         joined[i] = to_b(to_f(h[i]) + to_f(t[i]));  // what launch_add_rmsnorm writes back
-        const double tol = std::ldexp(std::fabs(ref.y[i]) + ref.magnitude[i] / std::sqrt(ffn), -7) +
-                           std::ldexp(ref.magnitude[i], -14);
+        const double tol = joined_tolerance(ref, halves, i);
         const double e = std::fabs(to_f(joined[i]) - ref.y[i]);
         if (!(e <= tol) && d.bad++ == 0) d.first_bad = i;
         if (!std::isnan(e)) d.worst_ratio = std::max(d.worst_ratio, e / tol);
@@ -893,7 +920,10 @@ void bench_branches() {
   GemmRunner serial(ws.p, ws_bytes);
   const int c_qkv = serial.add_class("qkv", qkv, hidden, wq), c_o = serial.add_class("o", hidden, hidden, wo),
             c_gu = serial.add_class("gate_up", 2 * ffn, hidden, wgu), c_d = serial.add_class("down", hidden, ffn, wd);
-  BranchRunners br(hidden, ffn, wo, wgu, wd);
+  BranchRunners br_all(hidden, ffn, wo, wgu, wd);
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  BranchRunners br_half(hidden, ffn, wo, wgu, wd, sms / 2);
   const float eps = 1e-5f;
   const std::size_t half_gate = static_cast<std::size_t>(ffn / 2) * hidden;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
@@ -901,19 +931,28 @@ void bench_branches() {
   CUDA_CHECK(cudaEventCreate(&e1));
   std::vector<cudaEvent_t> events(4 * layers);
   for (auto& e : events) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  std::printf("\n# branches: us per layer (16-layer graphs: norm, qkv, o, norm, gate/up, SiLU * up, down)\n");
-  std::printf("%4s | %9s %9s %9s | %7s %7s | %s\n", "rows", "one_chain", "o+mlp_2br", "mlp_2br", "ratio", "ratio",
-              "TB/s of weights (one chain / o+mlp / mlp)");
+  std::printf("\n# branches: us per layer (16-layer graphs: norm, qkv, o, norm, gate/up, SiLU * up, down); "
+              "_sm%d: each branch's GEMMs chosen for %d SMs\n", sms / 2, sms / 2);
+  const char* names[] = {"one_chain", "o+mlp_2br", "mlp_2br", "o+mlp_sm", "mlp_sm"};
+  std::printf("%4s |", "rows");
+  for (const char* n : names) std::printf(" %9s", n);
+  std::printf(" | ratios to one chain | TB/s of weights\n");
   for (int rows : {8, 16, 32}) {
     {
       const ProgrammaticLaunchPause plain;
       for (int c : {c_qkv, c_o, c_gu, c_d}) serial.tune(c, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), sa);
-      for (GemmRunner* r : {&br.a, &br.b}) {
-        for (int c : {br.o, br.gate_up, br.down}) r->tune(c, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), sa);
+      for (BranchRunners* b : {&br_all, &br_half}) {
+        for (GemmRunner* r : {&b->a, &b->b}) {
+          for (int c : {b->o, b->gate_up, b->down}) r->tune(c, rows, scratch_x.as<bf16>(), scratch_y.as<bf16>(), sa);
+        }
       }
     }
-    // variant 0: one chain; 1: o and the MLP in two branches; 2: only the MLP.
+    // variant 0: one chain; 1: o and the MLP in two branches; 2: only the MLP; 3 and 4: as 1 and 2
+    // with each branch's GEMMs chosen for half the SMs.
+    constexpr int kVariants = 5;
     auto capture = [&](int variant) {
+      BranchRunners& br = variant >= 3 ? br_half : br_all;
+      const bool split_o = variant == 1 || variant == 3;
       cudaGraph_t graph = nullptr;
       CUDA_CHECK(cudaStreamBeginCapture(sa, cudaStreamCaptureModeThreadLocal));
       int ev = 0;
@@ -937,7 +976,7 @@ void bench_branches() {
       for (int l = 0; l < layers; ++l) {
         norm();
         serial.run(c_qkv, rows, xn.as<bf16>(), wq[l], qkv_out.as<bf16>(), false, sa);
-        if (variant == 1) {
+        if (split_o) {
           fork();
           br.a.run(br.o, rows, attn.as<bf16>(), wo[l], h.as<bf16>(), true, sa);
           br.b.run(br.o, rows, attn.as<bf16>() + hidden / 2, static_cast<const bf16*>(wo[l]) + hidden / 2,
@@ -973,12 +1012,12 @@ void bench_branches() {
       CUDA_CHECK(cudaGraphDestroy(graph));
       return exec;
     };
-    cudaGraphExec_t exec[3];
-    for (int v = 0; v < 3; ++v) exec[v] = capture(v);
+    cudaGraphExec_t exec[kVariants];
+    for (int v = 0; v < kVariants; ++v) exec[v] = capture(v);
     // Interleaved rounds, median per variant.
-    std::vector<double> us[3];
+    std::vector<double> us[kVariants];
     for (int round = 0; round < 12; ++round) {
-      for (int v = 0; v < 3; ++v) {
+      for (int v = 0; v < kVariants; ++v) {
         CUDA_CHECK(cudaGraphLaunch(exec[v], sa));  // warm
         CUDA_CHECK(cudaEventRecord(e0, sa));
         CUDA_CHECK(cudaGraphLaunch(exec[v], sa));
@@ -989,15 +1028,20 @@ void bench_branches() {
         us[v].push_back(ms * 1000.0 / layers);
       }
     }
-    double med[3];
-    for (int v = 0; v < 3; ++v) {
+    double med[kVariants];
+    for (int v = 0; v < kVariants; ++v) {
       std::sort(us[v].begin(), us[v].end());
       med[v] = us[v][us[v].size() / 2];
       CUDA_CHECK(cudaGraphExecDestroy(exec[v]));
     }
     const double bytes = 2.0 * static_cast<double>(per_layer);
-    std::printf("%4d | %9.1f %9.1f %9.1f | %7.3f %7.3f | %.2f / %.2f / %.2f\n", rows, med[0], med[1], med[2],
-                med[1] / med[0], med[2] / med[0], bytes / med[0] / 1e6, bytes / med[1] / 1e6, bytes / med[2] / 1e6);
+    std::printf("%4d |", rows);
+    for (double m : med) std::printf(" %9.1f", m);
+    std::printf(" |");
+    for (int v = 1; v < kVariants; ++v) std::printf(" %.3f", med[v] / med[0]);
+    std::printf(" |");
+    for (double m : med) std::printf(" %.2f", bytes / m / 1e6);
+    std::printf("\n");
   }
   for (auto& e : events) CUDA_CHECK(cudaEventDestroy(e));
   CUDA_CHECK(cudaEventDestroy(e0));

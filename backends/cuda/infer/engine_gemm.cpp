@@ -158,6 +158,13 @@ int GemmRunner::add_strided_class(std::string name, int out, int in, std::vector
   return cls;
 }
 
+void GemmRunner::set_sm_count_target(int sms) {
+  if (!plans_.empty()) throw std::logic_error("GemmRunner::set_sm_count_target after a plan was made");
+  const std::int32_t target = sms;
+  lt::set(desc_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, target);
+  lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, target);
+}
+
 GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
   const std::int64_t key = (static_cast<std::int64_t>(cls) << 32) | static_cast<std::uint32_t>(rows);
   auto it = plans_.find(key);

@@ -62,6 +62,10 @@ class GemmRunner {
     std::int64_t w_batch_stride = 0, y_batch_stride = 0;
   };
   int add_strided_class(std::string name, int out, int in, std::vector<const void*> weights, const Strides& strides);
+  // cuBLASLt's heuristic (and its kernels' grids) for `sms` SMs rather than the whole GPU, where another
+  // stream runs beside this runner's GEMMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: all). Before the
+  // first run() or tune(): plans made earlier keep their kernels.
+  void set_sm_count_target(int sms);
 
   // y = x W^T, plus the old y when `accumulate`. Enqueues on `stream` (capturable).
   void run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
