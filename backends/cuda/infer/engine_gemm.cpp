@@ -67,12 +67,7 @@ struct GemmRunner::Class {
   std::vector<const void*> weights;
   float fp8_scale = 0.0f;                   // > 0: FP8 weights
   const float* fp8_scale_device = nullptr;  // the same scale, for cuBLASLt
-  Strides strides;                          // add_strided_class: cuBLASLt only
-  bool strided = false;
   bool fp8() const { return fp8_scale_device != nullptr; }
-  int w_stride() const { return strides.w_stride > 0 ? strides.w_stride : in; }
-  int x_stride() const { return strides.x_stride > 0 ? strides.x_stride : in; }
-  int y_stride() const { return strides.y_stride > 0 ? strides.y_stride : out; }
 };
 
 struct GemmRunner::Plan {
@@ -141,30 +136,6 @@ int GemmRunner::add_class(std::string name, int out, int in, std::vector<const v
   return static_cast<int>(classes_.size()) - 1;
 }
 
-int GemmRunner::add_strided_class(std::string name, int out, int in, std::vector<const void*> weights,
-                                  const Strides& strides) {
-  const bool bad_stride = (strides.w_stride != 0 && strides.w_stride < in) ||
-                          (strides.x_stride != 0 && strides.x_stride < in) ||
-                          (strides.y_stride != 0 && strides.y_stride < out);
-  if (bad_stride || strides.batch < 1 || (strides.batch > 1 && strides.y_batch_stride < out)) {
-    throw std::invalid_argument(fmt::format("GemmRunner: the {} class's strides ({}, {}, {}; batch {} of {}) do not fit "
-                                            "its {} x {} shape",
-                                            name, strides.w_stride, strides.x_stride, strides.y_stride, strides.batch,
-                                            strides.y_batch_stride, out, in));
-  }
-  const int cls = add_class(std::move(name), out, in, std::move(weights));
-  classes_.back()->strides = strides;
-  classes_.back()->strided = true;
-  return cls;
-}
-
-void GemmRunner::set_sm_count_target(int sms) {
-  if (!plans_.empty()) throw std::logic_error("GemmRunner::set_sm_count_target after a plan was made");
-  const std::int32_t target = sms;
-  lt::set(desc_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, target);
-  lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, target);
-}
-
 GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
   const std::int64_t key = (static_cast<std::int64_t>(cls) << 32) | static_cast<std::uint32_t>(rows);
   auto it = plans_.find(key);
@@ -172,19 +143,9 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
   const Class& c = *classes_.at(cls);
   auto p = std::make_unique<Plan>();
   const cudaDataType_t in_type = c.fp8() ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-  p->a = lt::make_layout(in_type, c.in, c.out, c.w_stride());
-  p->b = lt::make_layout(in_type, c.in, rows, c.x_stride());
-  p->d = lt::make_layout(CUDA_R_16BF, c.out, rows, c.y_stride());
-  if (c.strides.batch > 1) {
-    const std::int32_t count = c.strides.batch;
-    const std::int64_t x_batch_stride = 0;  // every product reads the same x
-    for (cublasLtMatrixLayout_t l : {p->a.get(), p->b.get(), p->d.get()}) {
-      lt::set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count);
-    }
-    lt::set(p->a.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, c.strides.w_batch_stride);
-    lt::set(p->b.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, x_batch_stride);
-    lt::set(p->d.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, c.strides.y_batch_stride);
-  }
+  p->a = lt::make_layout(in_type, c.in, c.out, c.in);
+  p->b = lt::make_layout(in_type, c.in, rows, c.in);
+  p->d = lt::make_layout(CUDA_R_16BF, c.out, rows, c.out);
   if (c.fp8()) {
     const void* scale = c.fp8_scale_device;
     lt::set(desc_fp8_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale);
@@ -209,9 +170,6 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
                         int small_m_variant, int rows, const bf16* x, const void* w, bf16* y, bool accumulate,
                         cudaStream_t stream) {
   const bf16* residual = accumulate ? y : nullptr;
-  if (c.strided && (skinny || small_m_split > 0)) {
-    throw std::logic_error(fmt::format("GemmRunner: the strided {} class runs on cuBLASLt only", c.name));
-  }
   if (small_m_split > 0 && !c.fp8() &&
       launch_small_m_gemm(x, rows, static_cast<const bf16*>(w), c.out, c.in, small_m_split, residual, y, small_m_ws_,
                           stream, small_m_variant)) {
@@ -256,7 +214,7 @@ void GemmRunner::run(int cls, int rows, const bf16* x, const void* w, bf16* y, b
 bool GemmRunner::run_on_ring(int cls, int rows, const bf16* x, const void* w, const bf16* residual, bf16* y,
                              const RingInput& input, cudaStream_t stream) {
   const Class& c = *classes_[cls];
-  if (c.strided || !plan(cls, rows).skinny || !skinny_is_ring(rows, c.fp8()) ||
+  if (!plan(cls, rows).skinny || !skinny_is_ring(rows, c.fp8()) ||
       !launch_ring_gemv(x, static_cast<const bf16*>(w), c.out, c.in, residual, y, stream, input)) {
     return false;
   }
@@ -351,7 +309,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   last_tune_.chosen = "cublaslt";
   // The small-m kernel's splits that it accepts for these pointers and this workspace.
   std::vector<int> splits;
-  if (small_m_enabled_ && !c.fp8() && !c.strided && rows > kSkinnyMaxRows && rows <= kSmallMMaxRows) {
+  if (small_m_enabled_ && !c.fp8() && rows > kSkinnyMaxRows && rows <= kSmallMMaxRows) {
     int last_effective = 0;
     for (int s : kSmallMSplits) {
       const int effective = small_m_gemm_effective_split(c.in, s);
@@ -373,7 +331,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   p.alternative_skinny = false;
   p.alternative_split = p.alternative_variant = 0;
   std::string line;
-  if (rows <= kSkinnyMaxRows && !c.strided) {
+  if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
     last_tune_.skinny_us = skinny;
     p.skinny = prefer_own_ || skinny < best_lt;

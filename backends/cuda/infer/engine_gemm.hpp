@@ -52,21 +52,6 @@ class GemmRunner {
   int add_class(std::string name, int out, int in, std::vector<const void*> weights, float fp8_scale = 0.0f,
                 const float* fp8_scale_device = nullptr);
 
-  // A BF16 class on parts of larger matrices, cuBLASLt only (the decode layer's two branches,
-  // EngineOptions::decode_branches): W's rows `w_stride` apart, x's `x_stride`, y's `y_stride`
-  // (0: in, in, out), and `batch` products of one call, the k-th with W + k * w_batch_stride and
-  // y + k * y_batch_stride (x the same for all): the gate and up halves of one branch in one call.
-  struct Strides {
-    int w_stride = 0, x_stride = 0, y_stride = 0;
-    int batch = 1;
-    std::int64_t w_batch_stride = 0, y_batch_stride = 0;
-  };
-  int add_strided_class(std::string name, int out, int in, std::vector<const void*> weights, const Strides& strides);
-  // cuBLASLt's heuristic (and its kernels' grids) for `sms` SMs rather than the whole GPU, where another
-  // stream runs beside this runner's GEMMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: all). Before the
-  // first run() or tune(): plans made earlier keep their kernels.
-  void set_sm_count_target(int sms);
-
   // y = x W^T, plus the old y when `accumulate`. Enqueues on `stream` (capturable).
   void run(int cls, int rows, const bf16* x, const void* w, bf16* y, bool accumulate, cudaStream_t stream);
   // y = RMSNorm(h) W^T (RMSNorm with norm_weight and eps, as launch_rmsnorm). Where the plan is the
@@ -83,8 +68,7 @@ class GemmRunner {
   // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows, the
   // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=
   // kSmallMMaxRows) for this class and row count, keeps the fastest for later run() calls and says
-  // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out
-  // (a strided class: rows times its x and y strides).
+  // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
   // The small-m kernel is a candidate only with GPUSCOUT_SMALL_M_GEMM=1 in the environment (read at
   // construction): on the H200 it lost to cuBLASLt at every shape (bench/NOTES.md, session 5) and
   // timing its variants doubled the engine's start-up.

@@ -94,23 +94,12 @@ constexpr int kNormVectors = 4;
 constexpr int kNarrowNormThreads = 128;
 constexpr int kNarrowNormRows = 512;
 
-// Rounds x + a to BF16 in f and writes the BF16 values to dst (the residual stream after the add).
-__device__ __forceinline__ void add_round8(float* f, const float* a, bf16* dst) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) f[j] = __bfloat162float(__float2bfloat16_rn(f[j] + a[j]));
-  store8(dst, f);
-}
-
-// `addend` (launch_add_rmsnorm): the row is x + addend, rounded to BF16 and written back to x first.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out, const bf16* addend) {
+    rmsnorm_kernel(const bf16* x, const bf16* weight, int width, float eps, bf16* out) {
   __shared__ float partial[kThreads / 32];
   const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
   bf16* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
-  const bf16* add_row = addend == nullptr ? nullptr : addend + static_cast<std::int64_t>(blockIdx.x) * width;
-  // Only with an addend is x written, and then the caller passed it as writable (launch_add_rmsnorm).
-  bf16* row_out = const_cast<bf16*>(row);
   const bool vec = width % 8 == 0;
   if (vec && width / 8 <= kNormVectors * kThreads) {
     const int vectors = width / 8;
@@ -132,12 +121,6 @@ __global__ void __launch_bounds__(kThreads)
       raw[i] = row4[v];
       float f[8];
       unpack8(raw[i], f);
-      if (add_row != nullptr) {
-        float a[8];
-        load8(add_row + 8 * v, a);
-        add_round8(f, a, row_out + 8 * v);
-        raw[i] = *reinterpret_cast<const uint4*>(row_out + 8 * v);
-      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) sum += f[j] * f[j];
     }
@@ -158,20 +141,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   pdl_wait();
   pdl_trigger();
-  if (add_row != nullptr) {  // the add first, by the threads that read the same elements below
-    if (vec) {
-      for (int v = threadIdx.x; v < width / 8; v += kThreads) {
-        float f[8], a[8];
-        load8(row + 8 * v, f);
-        load8(add_row + 8 * v, a);
-        add_round8(f, a, row_out + 8 * v);
-      }
-    } else {
-      for (int c = threadIdx.x; c < width; c += kThreads) {
-        row_out[c] = __float2bfloat16_rn(__bfloat162float(row[c]) + __bfloat162float(add_row[c]));
-      }
-    }
-  }
   float sum = 0.0f;
   if (vec) {
     for (int v = threadIdx.x; v < width / 8; v += kThreads) {
@@ -397,33 +366,30 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
 }
 
 // ---------------------------------------------------------------------------------------------
-// out[r, c] = silu(gate_up[r, c]) * gate_up[r, up_offset + c] for c < width, rows `in_stride` and
-// `out_stride` apart (the whole MLP: width ffn, up_offset ffn, strides 2 ffn and ffn).
-__global__ void silu_mul_kernel(const bf16* gate_up, int in_stride, int up_offset, int rows, int width, bf16* out,
-                                int out_stride) {
+__global__ void silu_mul_kernel(const bf16* gate_up, int rows, int ffn, bf16* out) {
   pdl_wait();
   pdl_trigger();
-  const std::int64_t total = static_cast<std::int64_t>(rows) * width;
+  const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  if (width % 8 == 0 && in_stride % 8 == 0 && up_offset % 8 == 0 && out_stride % 8 == 0) {
+  if (ffn % 8 == 0) {
     for (std::int64_t v = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; v < total / 8;
          v += stride) {
-      const std::int64_t r = (8 * v) / width;
-      const std::int64_t c = 8 * v - r * width;
+      const std::int64_t r = (8 * v) / ffn;
+      const std::int64_t c = 8 * v - r * ffn;
       float g[8], u[8];
-      load8(gate_up + r * in_stride + c, g);
-      load8(gate_up + r * in_stride + up_offset + c, u);
+      load8(gate_up + r * 2 * ffn + c, g);
+      load8(gate_up + r * 2 * ffn + ffn + c, u);
 #pragma unroll
       for (int j = 0; j < 8; ++j) g[j] = silu(g[j]) * u[j];
-      store8(out + r * out_stride + c, g);
+      store8(out + 8 * v, g);
     }
   } else {
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total; i += stride) {
-      const std::int64_t r = i / width;
-      const std::int64_t c = i - r * width;
-      const float g = __bfloat162float(gate_up[r * in_stride + c]);
-      const float u = __bfloat162float(gate_up[r * in_stride + up_offset + c]);
-      out[r * out_stride + c] = __float2bfloat16_rn(silu(g) * u);
+      const std::int64_t r = i / ffn;
+      const std::int64_t c = i - r * ffn;
+      const float g = __bfloat162float(gate_up[r * 2 * ffn + c]);
+      const float u = __bfloat162float(gate_up[r * 2 * ffn + ffn + c]);
+      out[i] = __float2bfloat16_rn(silu(g) * u);
     }
   }
 }
@@ -791,26 +757,13 @@ void launch_gather_rows(const bf16* x, const std::int32_t* rows_index, int count
   gather(x, rows_index, nullptr, count, width, out, stream);
 }
 
-namespace {
-void rmsnorm(const bf16* x, const bf16* addend, const bf16* weight, int rows, int width, float eps, bf16* out,
-             cudaStream_t stream) {
+void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {
   if (rows <= 0) return;
   if (rows >= kNarrowNormRows && width % 8 == 0 && width / 8 <= kNormVectors * kNarrowNormThreads) {
-    launch_kernel(rmsnorm_kernel<kNarrowNormThreads>, rows, kNarrowNormThreads, 0, stream, x, weight, width, eps, out,
-                  addend);
+    launch_kernel(rmsnorm_kernel<kNarrowNormThreads>, rows, kNarrowNormThreads, 0, stream, x, weight, width, eps, out);
     return;
   }
-  launch_kernel(rmsnorm_kernel<kRowThreads>, rows, kRowThreads, 0, stream, x, weight, width, eps, out, addend);
-}
-}  // namespace
-
-void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream) {
-  rmsnorm(x, nullptr, weight, rows, width, eps, out, stream);
-}
-
-void launch_add_rmsnorm(bf16* x, const bf16* addend, const bf16* weight, int rows, int width, float eps, bf16* out,
-                        cudaStream_t stream) {
-  rmsnorm(x, addend, weight, rows, width, eps, out, stream);
+  launch_kernel(rmsnorm_kernel<kRowThreads>, rows, kRowThreads, 0, stream, x, weight, width, eps, out);
 }
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
@@ -836,16 +789,10 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {
-  launch_silu_mul(gate_up, 2 * ffn, ffn, rows, ffn, out, ffn, stream);
-}
-
-void launch_silu_mul(const bf16* gate_up, int in_stride, int up_offset, int rows, int width, bf16* out, int out_stride,
-                     cudaStream_t stream) {
-  const std::int64_t total = static_cast<std::int64_t>(rows) * width;
+  const std::int64_t total = static_cast<std::int64_t>(rows) * ffn;
   if (total <= 0) return;
   const std::int64_t blocks = std::min<std::int64_t>((total / 8 + 255) / 256 + 1, 132 * 16);
-  launch_kernel(silu_mul_kernel, static_cast<unsigned>(blocks), 256, 0, stream, gate_up, in_stride, up_offset, rows,
-                width, out, out_stride);
+  launch_kernel(silu_mul_kernel, static_cast<unsigned>(blocks), 256, 0, stream, gate_up, rows, ffn, out);
 }
 
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,

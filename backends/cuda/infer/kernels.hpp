@@ -80,10 +80,6 @@ void launch_embedding(const std::int32_t* tokens, int rows, const bf16* table, i
 
 // out = x / sqrt(mean(x^2) + eps) * weight, per row. out may not alias x.
 void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, float eps, bf16* out, cudaStream_t stream);
-// x += addend (rounded to BF16, written back), then out = RMSNorm(x) as launch_rmsnorm: where the
-// decode layer's second branch left its partial sum in `addend`.
-void launch_add_rmsnorm(bf16* x, const bf16* addend, const bf16* weight, int rows, int width, float eps, bf16* out,
-                        cudaStream_t stream);
 
 // Rotates Q and K of each token in place in the fused QKV buffer by its position, then stores the
 // rotated K and the V of token t at slot_mapping[t] of the layer's cache. With `qkv_bias` (one BF16
@@ -96,10 +92,6 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
-// The same on `width` columns of wider rows: out[r * out_stride + i] = silu(g) * u with
-// g = gate_up[r * in_stride + i] and u = gate_up[r * in_stride + up_offset + i] (one branch's half).
-void launch_silu_mul(const bf16* gate_up, int in_stride, int up_offset, int rows, int width, bf16* out, int out_stride,
-                     cudaStream_t stream);
 
 // Decode attention (every sequence has q_len 1), one of two kernels: streaming, a fixed grid (by
 // default the SMs times the blocks resident per SM) sharing the K/V tiles of all pairs evenly
