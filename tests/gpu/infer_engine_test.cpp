@@ -205,7 +205,11 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
       std::string(fp8 ? " FP8" : "") + (cfg.qkv_bias ? " QKV-bias" : "") +
           (attention_plan.kernel == ci::DecodeAttentionPlan::Kernel::automatic
                ? ""
-               : " attention " + ci::describe(attention_plan)) +
+               : " attention " + ci::describe(attention_plan) +
+                     // what the engine said it runs instead where the plan's kernel does not fit
+                     (!attention.empty() && attention.front().find("split kernel runs instead") != std::string::npos
+                          ? " (split kernel where the streaming one does not fit)"
+                          : "")) +
           (own_gemms ? " own GEMM kernels" : "") +
           (cfg.head_dim != gi::TransformerConfig::tiny().head_dim
                ? fmt::format(" head size {} (prefill attention {}, gate/up {})", cfg.head_dim,

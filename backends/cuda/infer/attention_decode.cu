@@ -881,6 +881,26 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
   }
 }
 
+int decode_attention_streaming_max_seqs(int head_dim) {
+  const int device = current_device().device;
+  int most = 0;
+  dispatch_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    // The shared memory grows with the sequences: the largest count that fits, by bisection.
+    int lo = 0, hi = kMaxPairs - 1;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (streaming::streaming_fits<D>(device, mid)) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    most = lo;
+  });
+  return most;
+}
+
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
   const CurrentDevice current = current_device();
   const int device = current.device, sms = current.sms;

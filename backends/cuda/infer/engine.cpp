@@ -1538,8 +1538,18 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
       e.tune_attention(r, e.info.attention_choices);
     }
     if (ri == 0 && overridden) {
-      e.info.attention_choices.push_back("every bucket and context: " + describe(options.attention_plan_override) +
-                                         " (set by the caller)");
+      std::string line =
+          "every bucket and context: " + describe(options.attention_plan_override) + " (set by the caller)";
+      const int fits = options.attention_plan_override.kernel == DecodeAttentionPlan::Kernel::streaming
+                           ? decode_attention_streaming_max_seqs(config.head_dim)
+                           : e.buckets.back();
+      if (fits < e.buckets.back()) {
+        line += fits == 0 ? "; the split kernel runs instead: the streaming kernel's shared memory does not fit this GPU"
+                          : fmt::format("; the split kernel runs instead for more than {} sequences: the streaming "
+                                        "kernel's shared memory does not fit this GPU beyond them",
+                                        fits);
+      }
+      e.info.attention_choices.push_back(std::move(line));
     }
   });
   for (int r = 0; r < e.tp; ++r) {

@@ -114,6 +114,9 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
 // bucket and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the
 // blocks that fit one SM. describe(): "split", "streaming 264 blocks (2/SM)", "automatic".
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim);
+// The most sequences one streaming launch fits this GPU's shared memory for (0: none); beyond them
+// launch_decode_attention runs the split kernel, whatever the plan asked for.
+int decode_attention_streaming_max_seqs(int head_dim);
 std::string describe(const DecodeAttentionPlan& plan);
 
 // Prefill attention (chunks of q_len >= 1, causal over the cached context) on tensor cores.
