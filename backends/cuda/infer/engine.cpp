@@ -1544,10 +1544,12 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                            ? decode_attention_streaming_max_seqs(config.head_dim)
                            : e.buckets.back();
       if (fits < e.buckets.back()) {
-        line += fits == 0 ? "; the split kernel runs instead: the streaming kernel's shared memory does not fit this GPU"
-                          : fmt::format("; the split kernel runs instead for more than {} sequences: the streaming "
-                                        "kernel's shared memory does not fit this GPU beyond them",
-                                        fits);
+        line += fits == 0
+                    ? "; the split kernel runs instead: the streaming kernel's shared memory does not fit this GPU"
+                    : fmt::format(
+                          "; the split kernel runs instead for more than {} sequences: the streaming "
+                          "kernel's shared memory does not fit this GPU beyond them",
+                          fits);
       }
       e.info.attention_choices.push_back(std::move(line));
     }
