@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The stronger PyTorch serving baseline that `gpuscout bench --only serve` is compared with.
 
-A Llama-family decoder written directly in PyTorch (no Hugging Face; --model llama-3.1-8b, or
-qwen2.5-7b with its QKV biases in the fused QKV F.linear): cuBLAS GEMMs through
+A Llama-family decoder written directly in PyTorch (no Hugging Face; --model llama-3.1-8b,
+mistral-7b-v0.1, or qwen2.5-7b with its QKV biases in the fused QKV F.linear): cuBLAS GEMMs through
 F.linear (Q/K/V fused into one matrix, gate/up into another), F.rms_norm, RoPE from cached
 cos/sin tables, F.scaled_dot_product_attention (causal flash attention for the prompt; for a
 decode step, over the whole static KV cache under a position mask), greedy argmax. Random BF16
@@ -20,7 +20,7 @@ Prints JSON lines on stdout:
   {"case": "prefill", "tokens": T, "ms", "tflops", ...}   one T-token prompt, FLOPs counted as gpuscout does
 Times are medians of --repeats runs after one warm-up run (CUDA events).
 
-  python3 bench/serve_baseline_torch.py [--model llama-3.1-8b|qwen2.5-7b] [--batches 1,8,32] [--isl 512]
+  python3 bench/serve_baseline_torch.py [--model llama-3.1-8b|mistral-7b-v0.1|qwen2.5-7b] [--batches 1,8,32] [--isl 512]
                                         [--osl 128] [--prefill 8192]
 """
 import argparse
@@ -39,6 +39,9 @@ SHAPES = {
                          rope_theta=500000.0, eps=1e-5, qkv_bias=False),
     "qwen2.5-7b": dict(layers=28, hidden=3584, heads=28, kv_heads=4, head_dim=128, ffn=18944, vocab=152064,
                        rope_theta=1000000.0, eps=1e-6, qkv_bias=True),
+    # data/models/mistral-7b-v0.1.toml; its 4096-token sliding window is longer than any context here.
+    "mistral-7b-v0.1": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336, vocab=32000,
+                            rope_theta=10000.0, eps=1e-5, qkv_bias=False),
 }
 
 
