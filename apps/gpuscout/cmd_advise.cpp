@@ -307,10 +307,14 @@ std::vector<Table> advice_tables(const advise::Advice& a, std::int64_t top) {
                             p.way,
                             round_to(p.usd_per_gpu_hr, 2),
                             std::round(p.usd_total)};
+      // One push_back per cell: GCC 12 warns -Wmaybe-uninitialized (falsely) on an initializer list of variants.
       if (serve) {
-        row.insert(row.end(), {round_to(o.ttft_ms, 1), round_to(o.tpot_ms, 2), o.batch});
+        row.push_back(round_to(o.ttft_ms, 1));
+        row.push_back(round_to(o.tpot_ms, 2));
+        row.push_back(o.batch);
       } else {
-        row.insert(row.end(), {round_to(o.days, 2), round_to(o.mfu * 100, 1)});
+        row.push_back(round_to(o.days, 2));
+        row.push_back(round_to(o.mfu * 100, 1));
       }
       row.push_back(round_to(o.power_kw, 1));
       row.push_back(fmt::format("{} ±{:.0f}%", o.calibration_tier, o.error_band * 100));
