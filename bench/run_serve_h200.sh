@@ -18,6 +18,8 @@ mkdir -p "$OUT"
 source bench/dist_env.sh
 logs=$(mktemp -d)
 # MACHINE: the device kind this runs on (the x2 machine runs it on GPU 0); FIND_PEAK=0 skips step 3.
+# PREFILL: the prefill case's prompt tokens (default 8192; Mistral-7B's 8192-token context needs 8191,
+# since the prefill samples one token).
 tags="--tags machine:${MACHINE:-nvidia-h200},script:run_serve_h200"
 model=${MODEL:-llama-3.1-8b}
 {
@@ -29,12 +31,12 @@ model=${MODEL:-llama-3.1-8b}
 
 start=$(date +%s)
 "$bin" -v bench --only memory/ce_copy/4GiB,gemm/bf16/m8192_n8192_k8192,serve --memory-sizes 4GiB \
-  --gemm-sizes 8192 --precisions bf16 --model "$model" --out "$OUT/serve.json" $tags \
+  --gemm-sizes 8192 --precisions bf16 --model "$model" --serve-prefill "${PREFILL:-8192}" --out "$OUT/serve.json" $tags \
   >"$logs/serve.txt" 2>"$logs/serve.log"
 echo "== serve cases: exit $? after $(($(date +%s) - start)) s"
 
 start=$(date +%s)
-PYTHONUNBUFFERED=1 python3 bench/serve_baseline_torch.py --model "$model" >"$OUT/torch_serve.jsonl" 2>"$logs/torch_serve.log"
+PYTHONUNBUFFERED=1 python3 bench/serve_baseline_torch.py --model "$model" --prefill "${PREFILL:-8192}" >"$OUT/torch_serve.jsonl" 2>"$logs/torch_serve.log"
 echo "== PyTorch baseline: exit $? after $(($(date +%s) - start)) s"
 
 if [ "${FIND_PEAK:-1}" = 1 ]; then
