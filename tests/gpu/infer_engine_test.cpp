@@ -206,8 +206,9 @@ int run_scenario(const gi::TransformerConfig& cfg, const std::vector<int>& gpus,
           (attention_plan.kernel == ci::DecodeAttentionPlan::Kernel::automatic
                ? ""
                : " attention " + ci::describe(attention_plan) +
-                     // what the engine said it runs instead where the plan's kernel does not fit
-                     (!attention.empty() && attention.front().find("split kernel runs instead") != std::string::npos
+                     // launch_decode_attention runs the split kernel where the streaming one does not fit
+                     (attention_plan.kernel == ci::DecodeAttentionPlan::Kernel::streaming &&
+                              ci::decode_attention_streaming_max_seqs(cfg.head_dim) < sc.max_running
                           ? " (split kernel where the streaming one does not fit)"
                           : "")) +
           (own_gemms ? " own GEMM kernels" : "") +
