@@ -16,24 +16,25 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define CK(x)                                                                        \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
   } while (0)
-#define LT(x)                                                                            \
-  do {                                                                                   \
-    cublasStatus_t s_ = (x);                                                             \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                   \
-      std::printf("%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #x, int(s_));      \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define LT(x)                                                                       \
+  do {                                                                              \
+    cublasStatus_t s_ = (x);                                                        \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                              \
+      std::printf("%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #x, int(s_)); \
+      std::exit(1);                                                                 \
+    }                                                                               \
   } while (0)
 
 namespace {
@@ -42,7 +43,8 @@ constexpr std::size_t kWorkspaceBytes = 32u << 20;  // as the engine's GemmRunne
 constexpr std::size_t kRotationBytes = 320u << 20;  // weight bytes cycled per timed round (> 50 MB L2)
 
 __global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint32_t seed, float scale) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed * 97u;
     h ^= h >> 15;
     h *= 2246822519u;
@@ -53,13 +55,13 @@ __global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint32_t seed, f
 }
 
 struct Config {
-  int algo_id = 0, tile = 0, stages = 0, split_k = 1, reduction = 0, swizzle = 0, custom = 0;
+  int algo_id = 0, tile = 0, stages = 0, split_k = 1, reduction = 0, swizzle = 0, custom = 0, cluster = 0;
   cublasLtMatmulAlgo_t algo{};
   double us = 0;
   std::string describe() const {
-    char b[160];
-    std::snprintf(b, sizeof(b), "algo %d tile %d stages %d split-k %d red %d swz %d custom %d", algo_id, tile, stages,
-                  split_k, reduction, swizzle, custom);
+    char b[180];
+    std::snprintf(b, sizeof(b), "algo %d tile %d stages %d split-k %d red %d swz %d custom %d cluster %d", algo_id,
+                  tile, stages, split_k, reduction, swizzle, custom, cluster);
     return b;
   }
 };
@@ -82,6 +84,7 @@ Config from_algo(const cublasLtMatmulAlgo_t& a) {
   c.reduction = static_cast<int>(config_attr<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
   c.swizzle = static_cast<int>(config_attr<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
   c.custom = static_cast<int>(config_attr<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
+  c.cluster = static_cast<int>(config_attr<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
   return c;
 }
 
@@ -213,6 +216,60 @@ std::vector<Config> enumerate(Lt& lt, const Problem& p, std::size_t limit, int* 
   return out;
 }
 
+// Configurations around the heuristic's own candidates (which carry attributes the plain enumeration
+// leaves at defaults that AlgoCheck may refuse): each candidate with its tile, stages, split-k,
+// reduction scheme, custom option and cluster shape varied over what its capabilities list.
+std::vector<Config> neighbourhood(Lt& lt, const Problem& p, const std::vector<Config>& seeds, int* checked) {
+  const int splits[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
+  const std::uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
+                                    CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
+  std::vector<Config> out;
+  std::set<std::string> seen;
+  for (const auto& seed : seeds) {
+    auto tiles = cap_array<std::uint32_t>(seed.algo, CUBLASLT_ALGO_CAP_TILE_IDS);
+    auto stages = cap_array<std::uint32_t>(seed.algo, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    if (std::find(tiles.begin(), tiles.end(), std::uint32_t(seed.tile)) == tiles.end()) tiles.push_back(seed.tile);
+    if (std::find(stages.begin(), stages.end(), std::uint32_t(seed.stages)) == stages.end())
+      stages.push_back(seed.stages);
+    const bool splitk_ok = cap_value<std::int32_t>(seed.algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0;
+    const std::uint32_t red_mask = cap_value<std::uint32_t>(seed.algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
+    const int custom_max = cap_value<std::int32_t>(seed.algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX);
+    std::printf("    seed %s: %zu tiles, %zu stages, split-k %s, reductions 0x%x, custom 0..%d\n",
+                seed.describe().c_str(), tiles.size(), stages.size(), splitk_ok ? "yes" : "no", red_mask, custom_max);
+    for (std::uint32_t tile : tiles)
+      for (std::uint32_t st : stages)
+        for (int sk : splits) {
+          if (sk > 1 && (!splitk_ok || p.shape.in / sk < 256)) break;
+          for (std::uint32_t red : {0u, 1u, 2u, 4u}) {
+            if ((sk == 1) != (red == 0)) continue;
+            if (red != 0 && (red_mask & red) == 0) continue;
+            for (int custom = 0; custom <= std::min(custom_max, 3); ++custom)
+              for (std::uint16_t cl : clusters) {
+                cublasLtMatmulAlgo_t a = seed.algo;
+                std::int32_t skv = sk;
+                std::uint32_t cu = static_cast<std::uint32_t>(custom);
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st, sizeof(st));
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &skv, sizeof(skv));
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red));
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu, sizeof(cu));
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof(cl));
+                Config c = from_algo(a);
+                const std::string key = c.describe();
+                if (!seen.insert(key).second) continue;
+                cublasLtMatmulHeuristicResult_t r{};
+                ++*checked;
+                if (cublasLtMatmulAlgoCheck(lt.handle, lt.desc, p.a, p.b, p.d, p.d, &a, &r) != CUBLAS_STATUS_SUCCESS)
+                  continue;
+                if (r.workspaceSize > kWorkspaceBytes) continue;
+                out.push_back(c);
+              }
+          }
+        }
+  }
+  return out;
+}
+
 // max |y - ref| / max |ref|
 double relative_diff(const Problem& p, const std::vector<__nv_bfloat16>& ref) {
   std::vector<__nv_bfloat16> y(ref.size());
@@ -293,13 +350,17 @@ int main(int argc, char** argv) {
       CK(cudaMemcpy(ref.data(), p.y, ref.size() * 2, cudaMemcpyDeviceToHost));
       for (auto& c : heur) c.us = time_us(lt, p, c.algo, 5, false);
       std::vector<Config> hs = heur;
-      std::sort(hs.begin(), hs.end(), [](const Config& a, const Config& b) {
-        return (a.us < 0 ? 1e30 : a.us) < (b.us < 0 ? 1e30 : b.us);
-      });
+      std::sort(hs.begin(), hs.end(),
+                [](const Config& a, const Config& b) { return (a.us < 0 ? 1e30 : a.us) < (b.us < 0 ? 1e30 : b.us); });
       heur_best[ri][s] = hs.front();
 
       int checked = 0;
       auto all = enumerate(lt, p, 200000, &checked);
+      int checked_near = 0;
+      auto near = neighbourhood(lt, p, heur, &checked_near);
+      std::printf("    around the heuristic's candidates: %d checked, %zu accepted\n", checked_near, near.size());
+      checked += checked_near;
+      all.insert(all.end(), near.begin(), near.end());
       const std::size_t accepted = all.size();
       // A fixed shuffle, so that a time budget that runs out samples every algorithm id alike.
       std::uint64_t state = 0x9e3779b97f4a7c15ull ^ (std::uint64_t(ri) << 8 | s);
@@ -341,7 +402,8 @@ int main(int argc, char** argv) {
       const double gbs = double(p.shape.out) * p.shape.in * 2 / (tactic_best[ri][s].us * 1e-6) / 1e9;
       std::printf(
           "%-8s rows %2d  W %.1f MB  rotation %zu | heuristic: %zu candidates, best %.2f us (%s), first %.2f us | "
-          "search: %d checked, %zu accepted, %zu timed (%zu failed), best %.2f us = %.0f GB/s (%s) | ratio %.3f | %.0f s\n",
+          "search: %d checked, %zu accepted, %zu timed (%zu failed), best %.2f us = %.0f GB/s (%s) | ratio %.3f | %.0f "
+          "s\n",
           p.shape.name, p.rows, double(p.shape.out) * p.shape.in * 2 / 1e6, p.weights.size(), heur.size(),
           heur_best[ri][s].us, heur_best[ri][s].describe().c_str(), heur.front().us, checked, accepted, timed, failed,
           tactic_best[ri][s].us, gbs, tactic_best[ri][s].describe().c_str(),
@@ -386,9 +448,10 @@ int main(int argc, char** argv) {
     }
     std::sort(h, h + 3);
     std::sort(tb, tb + 3);
-    std::printf("chain rows %2d: 16 layers of 4 GEMMs in one graph, us per layer (median of 15 replays; 3 rounds "
-                "sorted): heuristic best %.1f %.1f %.1f | searched best %.1f %.1f %.1f | ratio %.3f\n",
-                row_counts[ri], h[0], h[1], h[2], tb[0], tb[1], tb[2], tb[1] / h[1]);
+    std::printf(
+        "chain rows %2d: 16 layers of 4 GEMMs in one graph, us per layer (median of 15 replays; 3 rounds "
+        "sorted): heuristic best %.1f %.1f %.1f | searched best %.1f %.1f %.1f | ratio %.3f\n",
+        row_counts[ri], h[0], h[1], h[2], tb[0], tb[1], tb[2], tb[1] / h[1]);
   }
   std::printf("done\n");
   return 0;

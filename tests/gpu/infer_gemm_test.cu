@@ -282,6 +282,24 @@ void test_runner() {
         report(name, v.bad == 0, describe(v, got, ref));
       }
     }
+    // Every cuBLASLt candidate tune() had (the heuristic's and the configuration search's): any of
+    // them may be the pick on another GPU or library version.
+    if (rows == 8 || rows == 32) {
+      const int count = runner.cublaslt_candidate_count(cls, rows);
+      int wrong = 0;
+      std::string first_wrong;
+      for (int i = 0; i < count; ++i) {
+        dy.upload(std::vector<u16>(dy.n, kPoison));
+        runner.run_cublaslt_candidate(cls, rows, i, dx.as<bf16>(), ptrs[layer], dy.as<bf16>(), false, stream);
+        CUDA_CHECK(cudaGetLastError());
+        const auto got = dy.download();
+        const Verdict v = compare(got, plain, false);
+        if (v.bad != 0 && wrong++ == 0) first_wrong = "#" + std::to_string(i + 1) + ": " + describe(v, got, plain);
+      }
+      report("runner rows " + std::to_string(rows) + " every cuBLASLt candidate", wrong == 0,
+             std::to_string(count) + " candidates, " + std::to_string(wrong) + " wrong" +
+                 (first_wrong.empty() ? "" : " (" + first_wrong + ")"));
+    }
     if (second) {
       runner.swap_choice(cls, rows);
       report("runner rows " + std::to_string(rows) + " swapped back", runner.choice_name(cls, rows) == tuned, tuned);
@@ -474,7 +492,8 @@ void bench_mid_rows() {
       const GemmRunner::TuneTimes t = runner.last_tune_times();
       std::printf("%-8s %5d | %9.1f %9.1f %5.1f%% | %2d/%-2d | %8.0f\n", s.name, rows, t.cublaslt_first_us,
                   t.cublaslt_us, 100.0 * (t.cublaslt_first_us / t.cublaslt_us - 1.0), t.cublaslt_best + 1,
-                  t.cublaslt_candidates, 2.0 * rows * s.out * s.in / (t.cublaslt_us * 1e-6) / 1e12);
+                  t.cublaslt_candidates + t.searched_candidates,
+                  2.0 * rows * s.out * s.in / (t.cublaslt_us * 1e-6) / 1e12);
       std::fflush(stdout);
     }
   }

@@ -20,6 +20,10 @@ namespace gpuscout::cuda::infer {
 namespace {
 constexpr int kRequestedAlgos = 8;
 constexpr int kTimedRounds = 3;
+// The configuration search (GemmRunner::plan): row counts it runs at, and how many of its
+// candidates, after one quick round each, go on to the full timing beside the heuristic's.
+constexpr int kSearchMinRows = 2, kSearchMaxRows = 64;
+constexpr int kSearchFinalists = 6;
 constexpr int kMaxRotation = 8;  // weight instances cycled through per timed round
 // cuBLASLt's part of the runner's workspace: all but the small-m counters at its end.
 std::size_t lt_workspace_bytes(std::size_t total) {
@@ -31,33 +35,127 @@ bool skinny_is_ring(int rows, bool fp8) {
   return rows == 1 && !fp8 && ring_gemv_by_default();
 }
 
-// "#3/8 (algo 66 tile 18 stages 33 split-k 1)": which heuristic candidate and its configuration, so
-// that choices can be compared between engines (attributes that cannot be read are left out).
+// A configuration attribute of `algo` (-1 where it cannot be read). The cluster shape is 16 bits
+// wide, the others 32.
+long long algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  std::size_t written = 0;
+  if (attribute == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) {
+    std::uint16_t value = 0;
+    const bool ok = cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) ==
+                    CUBLAS_STATUS_SUCCESS;
+    return ok && written == sizeof(value) ? value : -1;
+  }
+  std::int32_t value = 0;
+  const bool ok =
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) == CUBLAS_STATUS_SUCCESS;
+  return ok && written == sizeof(value) ? value : -1;
+}
+
+constexpr std::pair<const char*, cublasLtMatmulAlgoConfigAttributes_t> kDescribedFields[] = {
+    {"algo", CUBLASLT_ALGO_CONFIG_ID},
+    {"tile", CUBLASLT_ALGO_CONFIG_TILE_ID},
+    {"stages", CUBLASLT_ALGO_CONFIG_STAGES_ID},
+    {"split-k", CUBLASLT_ALGO_CONFIG_SPLITK_NUM},
+    {"custom", CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION},
+    {"cluster", CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}};
+
+// "#3/8 (algo 66 tile 18 stages 33 split-k 1 custom 1 cluster 3)": which candidate (the heuristic's
+// come first, then the search's) and its configuration, so that choices can be compared between
+// engines (attributes that cannot be read are left out).
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size_t count) {
-  auto get = [&algo](cublasLtMatmulAlgoConfigAttributes_t attribute) -> long long {
-    std::int32_t value = 0;
-    std::size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) !=
-            CUBLAS_STATUS_SUCCESS ||
-        written != sizeof(value)) {
-      return -1;
-    }
-    return value;
-  };
   std::string s = fmt::format("#{}/{} (", index + 1, count);
-  const std::pair<const char*, cublasLtMatmulAlgoConfigAttributes_t> fields[] = {
-      {"algo", CUBLASLT_ALGO_CONFIG_ID},
-      {"tile", CUBLASLT_ALGO_CONFIG_TILE_ID},
-      {"stages", CUBLASLT_ALGO_CONFIG_STAGES_ID},
-      {"split-k", CUBLASLT_ALGO_CONFIG_SPLITK_NUM}};
   bool first = true;
-  for (const auto& [name, attribute] : fields) {
-    const long long v = get(attribute);
+  for (const auto& [name, attribute] : kDescribedFields) {
+    const long long v = algo_config(algo, attribute);
     if (v < 0) continue;
     s += fmt::format("{}{} {}", first ? "" : " ", name, v);
     first = false;
   }
   return s + ")";
+}
+
+// Configurations of cuBLASLt's own kernels that its heuristic does not offer, around the candidates
+// it does: each candidate with another tile of 8..48 batch rows, thread-block cluster, custom option
+// or no split-k. Why these (bench/probe/lt_tactics_probe.cu, session 25, one H200, cuBLASLt 13.1):
+// timing every configuration AlgoCheck accepted for the Llama-3.1-8B layer GEMMs at 8 and 32 rows
+// (~20k each), the fastest were all of this kind (the o and down projections without split-k on a
+// 1x1x1 or 1x2x1 cluster, 8-9% and 5% faster per call at 32 rows), and 16-layer graphs of the four
+// GEMMs took 0.949 (32 rows) and 0.981 (8 rows) of the heuristic's best. The search keeps what
+// AlgoCheck accepts within the workspace; tune() times it beside the heuristic's candidates.
+std::vector<cublasLtMatmulHeuristicResult_t> search_configurations(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t d, const std::vector<cublasLtMatmulHeuristicResult_t>& seeds, std::size_t workspace_bytes) {
+  // Tiles are (W rows) x (batch rows): the heuristic's picks at 8-32 rows are 64- and 128-row tiles.
+  constexpr std::uint32_t kTiles[] = {
+      CUBLASLT_MATMUL_TILE_64x8,   CUBLASLT_MATMUL_TILE_64x16,  CUBLASLT_MATMUL_TILE_64x24,
+      CUBLASLT_MATMUL_TILE_64x32,  CUBLASLT_MATMUL_TILE_64x40,  CUBLASLT_MATMUL_TILE_64x48,
+      CUBLASLT_MATMUL_TILE_128x8,  CUBLASLT_MATMUL_TILE_128x16, CUBLASLT_MATMUL_TILE_128x24,
+      CUBLASLT_MATMUL_TILE_128x32, CUBLASLT_MATMUL_TILE_128x40, CUBLASLT_MATMUL_TILE_128x48};
+  constexpr std::uint16_t kClusters[] = {CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                         CUBLASLT_CLUSTER_SHAPE_4x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
+  constexpr std::uint32_t kCustomOptions[] = {1, 3};
+  auto key_of = [](const cublasLtMatmulAlgo_t& algo) {
+    std::array<long long, std::size(kDescribedFields) + 1> key{};
+    for (std::size_t i = 0; i < std::size(kDescribedFields); ++i)
+      key[i] = algo_config(algo, kDescribedFields[i].second);
+    key.back() = algo_config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+    return key;
+  };
+  std::vector<decltype(key_of(seeds.front().algo))> seen;
+  for (const auto& s : seeds) seen.push_back(key_of(s.algo));
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  for (const auto& seed : seeds) {
+    std::vector<std::uint32_t> tiles;
+    std::size_t bytes = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&seed.algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) ==
+            CUBLAS_STATUS_SUCCESS &&
+        bytes > 0) {
+      tiles.resize(bytes / sizeof(std::uint32_t));
+      if (cublasLtMatmulAlgoCapGetAttribute(&seed.algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), bytes, &bytes) !=
+          CUBLAS_STATUS_SUCCESS)
+        tiles.clear();
+    }
+    std::int32_t custom_max = 0;
+    (void)cublasLtMatmulAlgoCapGetAttribute(&seed.algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
+                                            sizeof(custom_max), &bytes);
+    const long long seed_split = algo_config(seed.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    for (std::uint32_t tile : kTiles) {
+      if (std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) continue;
+      for (std::uint16_t cluster : kClusters) {
+        for (std::uint32_t custom : kCustomOptions) {
+          if (static_cast<std::int32_t>(custom) > custom_max) continue;
+          for (const bool keep_split : {true, false}) {
+            if (!keep_split && seed_split <= 1) continue;
+            cublasLtMatmulAlgo_t algo = seed.algo;
+            (void)cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
+            (void)cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                                       sizeof(cluster));
+            (void)cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
+                                                       sizeof(custom));
+            if (!keep_split) {
+              const std::int32_t one = 1;
+              const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+              (void)cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
+              (void)cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                                         sizeof(none));
+            }
+            const auto key = key_of(algo);
+            if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+            seen.push_back(key);
+            cublasLtMatmulHeuristicResult_t result{};
+            if (cublasLtMatmulAlgoCheck(handle, desc, a, b, d, d, &algo, &result) != CUBLAS_STATUS_SUCCESS ||
+                result.workspaceSize > workspace_bytes) {
+              continue;
+            }
+            result.algo = algo;
+            result.state = CUBLAS_STATUS_SUCCESS;
+            found.push_back(result);
+          }
+        }
+      }
+    }
+  }
+  return found;
 }
 }  // namespace
 
@@ -73,9 +171,10 @@ struct GemmRunner::Class {
 struct GemmRunner::Plan {
   lt::MatrixLayout a, b, d;
   std::vector<cublasLtMatmulHeuristicResult_t> algos;
-  int chosen = 0;         // index into algos
-  bool skinny = false;    // launch_skinny_gemm instead
-  int small_m_split = 0;  // > 0: launch_small_m_gemm with this k-split instead
+  int chosen = 0;           // index into algos
+  int heuristic_count = 0;  // algos[0, heuristic_count) are the heuristic's, the rest the search's
+  bool skinny = false;      // launch_skinny_gemm instead
+  int small_m_split = 0;    // > 0: launch_small_m_gemm with this k-split instead
   int small_m_variant = 0;
   // The kernel tune() ranked second (cuBLASLt or our own, whichever lost) and both per-call times:
   // swap_choice() exchanges the two. alternative_us < 0: there was no second kernel.
@@ -93,6 +192,7 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
       workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
   const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
+  search_enabled_ = env_switch_on("GPUSCOUT_GEMM_SEARCH");
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
     small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));
@@ -161,6 +261,7 @@ GemmRunner::Plan& GemmRunner::plan(int cls, int rows) {
     throw std::runtime_error(fmt::format("cuBLASLt has no {} algorithm for the {} GEMM [{} x {}] x [{} x {}]^T",
                                          c.fp8() ? "FP8 (E4M3)" : "BF16", c.name, rows, c.in, c.out, c.in));
   }
+  p->heuristic_count = static_cast<int>(p->algos.size());
   auto& ref = *p;
   plans_.emplace(key, std::move(p));
   return ref;
@@ -272,9 +373,43 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     }
     return static_cast<double>(best);
   };
+  // The search's candidates: one quick round each, and the kSearchFinalists fastest go on to the
+  // full timing beside the heuristic's (at ~1 ms per configuration, most of it the kernel's first
+  // load, a full timing of every one would add seconds per class and row count to the start-up).
+  // Only here, not in plan(): plan() also serves the row counts of eager steps that were never
+  // tuned, inside a step, where AlgoCheck's ~1500 calls would be time lost.
+  if (search_enabled_ && rows >= kSearchMinRows && rows <= kSearchMaxRows &&
+      static_cast<int>(p.algos.size()) == p.heuristic_count) {
+    std::vector<cublasLtMatmulHeuristicResult_t> seeds(p.algos.begin(), p.algos.end());
+    auto more = search_configurations(lt_, c.fp8() ? desc_fp8_ : desc_, p.a, p.b, p.d, seeds, workspace_bytes_);
+    p.algos.insert(p.algos.end(), more.begin(), more.end());
+  }
+  std::vector<int> timed;
+  for (int a = 0; a < p.heuristic_count; ++a) timed.push_back(a);
+  {
+    std::vector<std::pair<double, int>> quick;
+    for (int a = p.heuristic_count; a < static_cast<int>(p.algos.size()); ++a) {
+      try {
+        launch(c, p, a, false, 0, 0, rows, x_scratch, c.weights[0], y_scratch, false, stream);
+        GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int i = 0; i < rotation; ++i)
+          launch(c, p, a, false, 0, 0, rows, x_scratch, c.weights[i], y_scratch, false, stream);
+        GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop, stream));
+        GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        GPUSCOUT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        quick.emplace_back(ms, a);
+      } catch (const CudaError&) {
+        continue;
+      }
+    }
+    std::sort(quick.begin(), quick.end());
+    for (std::size_t i = 0; i < quick.size() && i < static_cast<std::size_t>(kSearchFinalists); ++i)
+      timed.push_back(quick[i].second);
+  }
   double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt, first_lt = -1;
   int best_algo = 0;
-  for (int a = 0; a < static_cast<int>(p.algos.size()); ++a) {
+  for (int a : timed) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
     double t = 0;
     try {
@@ -305,7 +440,8 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   last_tune_.cublaslt_us = best_lt;
   last_tune_.cublaslt_first_us = first_lt;
   last_tune_.cublaslt_best = best_algo;
-  last_tune_.cublaslt_candidates = static_cast<int>(p.algos.size());
+  last_tune_.cublaslt_candidates = p.heuristic_count;
+  last_tune_.searched_candidates = static_cast<int>(p.algos.size()) - p.heuristic_count;
   last_tune_.chosen = "cublaslt";
   // The small-m kernel's splits that it accepts for these pointers and this workspace.
   std::vector<int> splits;
@@ -325,7 +461,12 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   // cuBLASLt's pick among its candidates and the runner-up's time: near ties flip between engines.
   const std::string lt_pick =
       describe_algo(p.algos[static_cast<std::size_t>(best_algo)].algo, best_algo, p.algos.size()) +
-      (runner_up_lt < std::numeric_limits<double>::max() ? fmt::format(", next {:.1f} us", runner_up_lt) : "");
+      (best_algo >= p.heuristic_count ? ", searched" : "") +
+      (runner_up_lt < std::numeric_limits<double>::max() ? fmt::format(", next {:.1f} us", runner_up_lt) : "") +
+      (p.algos.size() > static_cast<std::size_t>(p.heuristic_count)
+           ? fmt::format("; {} heuristic + {} searched, {} timed", p.heuristic_count,
+                         p.algos.size() - static_cast<std::size_t>(p.heuristic_count), timed.size())
+           : "");
   p.chosen_us = best_lt;
   p.alternative_us = -1;
   p.alternative_skinny = false;
@@ -382,6 +523,19 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   return line;
+}
+
+int GemmRunner::cublaslt_candidate_count(int cls, int rows) {
+  return static_cast<int>(plan(cls, rows).algos.size());
+}
+
+void GemmRunner::run_cublaslt_candidate(int cls, int rows, int index, const bf16* x, const void* w, bf16* y,
+                                        bool accumulate, cudaStream_t stream) {
+  const Plan& p = plan(cls, rows);
+  if (index < 0 || index >= static_cast<int>(p.algos.size())) {
+    throw std::out_of_range(fmt::format("GemmRunner: no cuBLASLt candidate {} of {}", index, p.algos.size()));
+  }
+  launch(*classes_[cls], p, index, false, 0, 0, rows, x, w, y, accumulate, stream);
 }
 
 double GemmRunner::tie_margin(int cls, int rows) {

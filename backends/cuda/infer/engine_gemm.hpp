@@ -65,7 +65,9 @@ class GemmRunner {
   void run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act, const void* w, bf16* y, bool accumulate,
                     cudaStream_t stream);
 
-  // Times cuBLASLt's heuristic candidates (and the skinny kernel for rows <= kSkinnyMaxRows, the
+  // Times cuBLASLt's heuristic candidates, and for 2..64 rows the configurations of its kernels that
+  // a search around them finds (unless GPUSCOUT_GEMM_SEARCH=0 in the environment, read at
+  // construction; see search_configurations in engine_gemm.cpp), (and the skinny kernel for rows <= kSkinnyMaxRows, the
   // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=
   // kSmallMMaxRows) for this class and row count, keeps the fastest for later run() calls and says
   // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
@@ -76,10 +78,11 @@ class GemmRunner {
 
   // The per-call times (us) the last tune() measured; < 0 where a kernel was not a candidate.
   struct TuneTimes {
-    double cublaslt_us = -1;        // the best heuristic candidate
+    double cublaslt_us = -1;        // the best cuBLASLt candidate (the heuristic's or the search's)
     double cublaslt_first_us = -1;  // the heuristic's first candidate (what an untuned row count runs)
-    int cublaslt_best = 0;          // the best candidate's index in the heuristic's order
-    int cublaslt_candidates = 0;
+    int cublaslt_best = 0;          // the best candidate's index: the heuristic's first, then the search's
+    int cublaslt_candidates = 0;    // the heuristic's
+    int searched_candidates = 0;    // the configuration search's (GPUSCOUT_GEMM_SEARCH)
     double skinny_us = -1;
     double small_m_us = -1;  // the best variant and split
     int small_m_split = 0;
@@ -101,6 +104,11 @@ class GemmRunner {
   // so that the engine's checks run its paths (the ring with its input transforms) end to end.
   void prefer_own_kernels(bool prefer) { prefer_own_ = prefer; }
 
+  // Tests only: the cuBLASLt candidates of this class and row count (the heuristic's, then after
+  // tune() the search's), and run() through candidate `index` of them, so each can be checked.
+  int cublaslt_candidate_count(int cls, int rows);
+  void run_cublaslt_candidate(int cls, int rows, int index, const bf16* x, const void* w, bf16* y, bool accumulate,
+                              cudaStream_t stream);
   static constexpr std::size_t kSmallMCounterBytes = 64 * 1024;
 
  private:
@@ -125,6 +133,7 @@ class GemmRunner {
   std::size_t workspace_bytes_;  // cuBLASLt's part
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
+  bool search_enabled_ = true;  // unless GPUSCOUT_GEMM_SEARCH=0 (A/B runs)
   bool prefer_own_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
