@@ -2,9 +2,10 @@
 # Session 25: cuBLASLt configurations beyond its heuristic's eight (GemmRunner's configuration search,
 # GPUSCOUT_GEMM_SEARCH; bench/probe/lt_tactics_probe.cu found them).
 # Checks first: infer_gemm_test (the runner at 1..64 rows, every cuBLASLt candidate at 8 and 32 rows
-# against the CPU reference) and the engine's checks against the CPU reference (search on, the
-# default). Then `infer_engine_test --bench llama-3.1-8b` with the search off and on, interleaved
-# ROUNDS times (each run builds its own engine; start-up time, decode steps, prefill, static batch).
+# against the CPU reference) and the engine's checks against the CPU reference with the search on
+# (on by default in build 7fa6fdf, where this first ran; off by default since). Then
+# `infer_engine_test --bench llama-3.1-8b` with the search off and on, interleaved ROUNDS times
+# (each run builds its own engine; start-up time, decode steps, prefill, mixed steps).
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_gemm_search_ab_h200.sh
 # Writes $OUT/gemm-search-ab.txt.
 set -u
@@ -14,7 +15,7 @@ ab_begin gemm-search-ab
   echo "== infer_gemm_test (checks)"
   "$DIST/infer_gemm_test" 2>&1 | grep -E "FAIL|runner|tune:|PASSED|FAILED" | cut -c1-400 | tail -60
   echo "== infer_engine_test (checks)"
-  "$DIST/infer_engine_test" 2>&1 | grep -E "PASS|FAIL" | cut -c1-300 | tail -30
+  GPUSCOUT_GEMM_SEARCH=1 "$DIST/infer_engine_test" 2>&1 | grep -E "PASS|FAIL" | cut -c1-300 | tail -30
   for round in $(seq "${ROUNDS:-2}"); do
     for value in 0 1; do
       echo "== engine timing GPUSCOUT_GEMM_SEARCH=$value, round $round"

@@ -244,6 +244,7 @@ void test_runner() {
   const std::size_t ws_bytes = 32ull << 20;
   Dev<char> workspace(ws_bytes);
   GemmRunner runner(workspace.p, ws_bytes);
+  runner.set_config_search(true);  // so that its configurations are checked below
   const int cls = runner.add_class("o", n, k, ptrs);
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreate(&stream));

@@ -82,6 +82,10 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size
 // 1x1x1 or 1x2x1 cluster, 8-9% and 5% faster per call at 32 rows), and 16-layer graphs of the four
 // GEMMs took 0.949 (32 rows) and 0.981 (8 rows) of the heuristic's best. The search keeps what
 // AlgoCheck accepts within the workspace; tune() times it beside the heuristic's candidates.
+// It is off unless GPUSCOUT_GEMM_SEARCH=1: in the engine's steps, with the norms, attention and
+// programmatic launches between the GEMMs, the same picks gained 0-0.18 ms of a 5.3 ms batch-32
+// step (six rounds of infer_engine_test --bench, mean -0.075 ms) and nothing in the serve
+// benchmark's decode cases and static batch (four rounds), for 4 s more start-up.
 std::vector<cublasLtMatmulHeuristicResult_t> search_configurations(
     cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
     cublasLtMatrixLayout_t d, const std::vector<cublasLtMatmulHeuristicResult_t>& seeds, std::size_t workspace_bytes) {
@@ -192,7 +196,8 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
       workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
   const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
-  search_enabled_ = env_switch_on("GPUSCOUT_GEMM_SEARCH");
+  const char* search = std::getenv("GPUSCOUT_GEMM_SEARCH");
+  search_enabled_ = search != nullptr && std::strcmp(search, "1") == 0;
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
     small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));
@@ -523,6 +528,10 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   return line;
+}
+
+void GemmRunner::set_config_search(bool on) {
+  search_enabled_ = on;
 }
 
 int GemmRunner::cublaslt_candidate_count(int cls, int rows) {
