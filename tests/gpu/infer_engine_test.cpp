@@ -830,6 +830,10 @@ int main(int argc, char** argv) {
           failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
       }
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
+      // FP8 weights on our kernels up to 8 rows: at one row the FP8 ring GEMV, norms and SiLU folded in.
+      if (fp8_capable) {
+        for (bool graphs : {true, false}) failures += run_scenario(tiny, gpus, graphs, single, true, {}, true);
+      }
       // Qwen2.5's QKV biases (added in the RoPE + KV-store kernel), at TP2 sharded with the heads.
       gi::TransformerConfig biased = tiny;
       biased.qkv_bias = true;
