@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 25: the ring GEMV over FP8 weights (batch-1 decode with --weights fp8).
+# Session 25: the ring GEMV over FP8 weights (batch-1 decode with --weights fp8). Reverted after this
+# run (slower than the FP8 skinny kernel); the kernel, its checks and GPUSCOUT_RING_GEMV_FP8 are in
+# commit 452ba0d, which this script needs.
 # Checks first: infer_kernels_test (every kernel check, the FP8 ring's among them) and the engine's
 # checks against the CPU reference (FP8 on our kernels at one row among them). Then the serve
 # benchmark's batch-1 decode case with FP8 weights, GPUSCOUT_RING_GEMV_FP8=0 (the FP8 skinny kernel)

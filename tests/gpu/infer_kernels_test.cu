@@ -1274,77 +1274,6 @@ void test_skinny_gemm_fp8() {
   }
 }
 
-// The ring GEMV over FP8 E4M3 codes (one row; y = w_scale * sum code * in (+ residual)), with its
-// input as-is, normalized or SiLU * up, at the piece sizes it takes: 4 KB rows in 4 KB pieces (32
-// slots: Llama-3.1-8B's k = 4096), 8 KB rows (the 70B's), rows over two or four 8 KB pieces (the
-// down projections: 14 KB, 28 KB, and 8 KB + 16 B), fewer rows than SMs, many rows per block. A
-// scale left out (x ~40 here), a code decoded as BF16 bits or a piece dotted against the wrong part
-// of x miss the 1% bound.
-void test_ring_gemv_fp8() {
-  if (!sm90_features_on(0)) {
-    std::puts("SKIP ring_gemv_fp8: needs compute capability 9.0 (bulk copies)");
-    return;
-  }
-  enum class In { plain, norm, silu };
-  struct Case {
-    int n, k;
-    bool residual;
-    In in;
-  };
-  for (const Case& c :
-       {Case{6144, 4096, false, In::plain}, Case{28672, 4096, false, In::norm}, Case{4096, 14336, true, In::silu},
-        Case{1000, 8192, true, In::plain}, Case{8192, 28672, true, In::silu}, Case{300, 8208, false, In::norm},
-        Case{50, 13 * 16, false, In::plain}, Case{20000, 512, true, In::plain}, Case{77, 4112, true, In::norm}}) {
-    const float w_scale = gi::fp8_weight_scale(c.k);
-    const auto x = random_bf16(static_cast<std::size_t>(c.in == In::silu ? 2 : 1) * c.k, 3.0f);
-    std::vector<u16> g(c.k);
-    for (auto& e : g) e = to_b(1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng));
-    const auto w = random_e4m3_codes(static_cast<std::size_t>(c.n) * c.k);
-    const auto res = random_bf16(static_cast<std::size_t>(c.n));
-    Dev<u16> dx(x), dg(g), dy(static_cast<std::size_t>(c.n));
-    Dev<std::uint8_t> dw(w);
-    dy.upload(c.residual ? res : std::vector<u16>(dy.n, kPoison));
-    const float eps = 1e-5f;
-    RingInput input;
-    if (c.in == In::silu) input.silu_mul = true;
-    if (c.in == In::norm) {
-      input.norm_weight = dg.as<bf16>();
-      input.norm_eps = eps;
-    }
-    const bool launched = launch_ring_gemv_fp8(dx.as<bf16>(), dw.p, w_scale, c.n, c.k,
-                                               c.residual ? dy.as<bf16>() : nullptr, dy.as<bf16>(), nullptr, input);
-    const char* in_name = c.in == In::silu ? " + silu_mul" : c.in == In::norm ? " + rmsnorm" : "";
-    const std::string name = std::string("ring_gemv_fp8") + in_name + " n " + std::to_string(c.n) + " k " +
-                             std::to_string(c.k) + (c.residual ? " +res (aliased)" : "");
-    if (!launched) {
-      report(name, false, "launch_ring_gemv_fp8 refused the shape");
-      continue;
-    }
-    std::vector<float> in(c.k);
-    if (c.in == In::silu) {
-      for (int i = 0; i < c.k; ++i) {
-        const double gate = to_f(x[i]), up = to_f(x[c.k + i]);
-        in[i] = to_f(to_b(static_cast<float>(gate / (1.0 + std::exp(-gate)) * up)));
-      }
-    } else if (c.in == In::norm) {
-      double ss = 0;
-      for (int i = 0; i < c.k; ++i) ss += static_cast<double>(to_f(x[i])) * to_f(x[i]);
-      const double inv = 1.0 / std::sqrt(ss / c.k + eps);
-      for (int i = 0; i < c.k; ++i) in[i] = to_f(to_b(static_cast<float>(to_f(x[i]) * inv * to_f(g[i]))));
-    } else {
-      for (int i = 0; i < c.k; ++i) in[i] = to_f(x[i]);
-    }
-    std::vector<double> ref(c.n);
-    for (int j = 0; j < c.n; ++j) {
-      double acc = 0;
-      for (int i = 0; i < c.k; ++i)
-        acc += static_cast<double>(in[i]) * gi::e4m3_bits_to_float(w[static_cast<std::size_t>(j) * c.k + i]);
-      ref[j] = acc * w_scale + (c.residual ? to_f(res[j]) : 0.0);
-    }
-    check_close(name, floats(dy.download()), ref);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1391,7 +1320,6 @@ int main(int argc, char** argv) {
         test_fp8_weight_codes();
         test_fp8_quantize();
         test_skinny_gemm_fp8();
-        test_ring_gemv_fp8();
       } else {
         std::printf("FP8 kernels: skipped (compute capability %d.%d, FP8 needs 8.9)\n", prop.major, prop.minor);
       }

@@ -30,9 +30,9 @@ std::size_t lt_workspace_bytes(std::size_t total) {
   return total >= 2 * GemmRunner::kSmallMCounterBytes ? total - GemmRunner::kSmallMCounterBytes : total;
 }
 
-// Whether the skinny path of a GEMM is the ring GEMV (kernel_variants.hpp): one row.
+// Whether the skinny path of a GEMM is the ring GEMV (kernel_variants.hpp): one BF16 row.
 bool skinny_is_ring(int rows, bool fp8) {
-  return rows == 1 && (fp8 ? ring_gemv_fp8_by_default() : ring_gemv_by_default());
+  return rows == 1 && !fp8 && ring_gemv_by_default();
 }
 
 // A configuration attribute of `algo` (-1 where it cannot be read). The cluster shape is 16 bits
@@ -283,12 +283,7 @@ void GemmRunner::launch(const Class& c, const Plan& p, int algo_index, bool skin
     return;
   }
   if (skinny && c.fp8()) {
-    // One row: the ring GEMV where it takes the shape (launch_skinny_gemm picks it so for BF16).
-    if (!skinny_is_ring(rows, true) ||
-        !launch_ring_gemv_fp8(x, static_cast<const std::uint8_t*>(w), c.fp8_scale, c.out, c.in, residual, y, stream)) {
-      launch_skinny_gemm_fp8(x, rows, static_cast<const std::uint8_t*>(w), c.fp8_scale, c.out, c.in, residual, y,
-                             stream);
-    }
+    launch_skinny_gemm_fp8(x, rows, static_cast<const std::uint8_t*>(w), c.fp8_scale, c.out, c.in, residual, y, stream);
     GPUSCOUT_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -325,12 +320,10 @@ void GemmRunner::run(int cls, int rows, const bf16* x, const void* w, bf16* y, b
 bool GemmRunner::run_on_ring(int cls, int rows, const bf16* x, const void* w, const bf16* residual, bf16* y,
                              const RingInput& input, cudaStream_t stream) {
   const Class& c = *classes_[cls];
-  if (!plan(cls, rows).skinny || !skinny_is_ring(rows, c.fp8())) return false;
-  const bool launched = c.fp8()
-                            ? launch_ring_gemv_fp8(x, static_cast<const std::uint8_t*>(w), c.fp8_scale, c.out, c.in,
-                                                   residual, y, stream, input)
-                            : launch_ring_gemv(x, static_cast<const bf16*>(w), c.out, c.in, residual, y, stream, input);
-  if (!launched) return false;
+  if (!plan(cls, rows).skinny || !skinny_is_ring(rows, c.fp8()) ||
+      !launch_ring_gemv(x, static_cast<const bf16*>(w), c.out, c.in, residual, y, stream, input)) {
+    return false;
+  }
   GPUSCOUT_CUDA_CHECK_LAUNCH();
   return true;
 }

@@ -1,11 +1,10 @@
-// One-row GEMV (y = W x, batch-1 decode) streaming W (BF16, or FP8 E4M3 codes with one scale)
-// through a shared-memory ring per SM.
+// One-row GEMV (y = W x, batch-1 decode) streaming W through a shared-memory ring per SM.
 //
 // One block per SM streams a contiguous span of n / grid output rows (one span of W); the n mod grid
 // rows left over go in small chunks to the blocks that claim them first from an atomic counter. Its
-// producer warp (one thread) copies its rows in pieces of at most 8 KB (a segment of one row; 4 KB
-// for FP8 rows of up to 4 KB) into a 128 KB ring of one piece per slot with cp.async.bulk; the kWarps consumer warps
-// take piece p with warp p % kWarps, dot it with x (staged in shared memory) and add it to the row's sum. The producer
+// producer warp (one thread) copies its rows in pieces of at most kPieceBytes (a segment of one row)
+// into a ring of kSlots slots with cp.async.bulk; the kWarps consumer warps take piece p with warp
+// p % kWarps, dot it with x (staged in shared memory) and add it to the row's sum. The producer
 // starts before griddepcontrol.wait (W depends on no earlier kernel), so under programmatic launch
 // the first 128 KB per SM are on their way while the kernel before it (an RMSNorm, the attention,
 // SiLU) still runs.
@@ -33,15 +32,11 @@ namespace {
 constexpr int kWarps = 16;                    // consumer warps
 constexpr int kThreads = kWarps * 32;         // consumer threads
 constexpr int kBlockThreads = kThreads + 32;  // plus the producer warp
-// The ring: 128 KB of slots of one piece each, 16 slots of 8 KB, or for FP8 rows of at most 4 KB
-// (Llama-3.1-8B's k = 4096) 32 of 4 KB, so that as many bytes are in flight per SM whatever the
-// row. A multiple of kWarps slots: slot p % slots is then always consumed by warp p % kWarps, in
-// order, so a warp never waits on a slot whose mbarrier is two phases behind the piece it wants.
 constexpr int kPieceBytes = 8192;
-constexpr int kSmallPieceBytes = 4096;
-constexpr std::size_t kRingBytes = static_cast<std::size_t>(16) * kPieceBytes;
-constexpr int kMaxSlots = static_cast<int>(kRingBytes / kSmallPieceBytes);
-static_assert(kMaxSlots % kWarps == 0 && (kRingBytes / kPieceBytes) % kWarps == 0, "slots per warp");
+// A multiple of kWarps: slot p % kSlots is then always consumed by warp p % kWarps, in order, so a
+// warp never waits on a slot whose mbarrier is two phases behind the piece it wants.
+constexpr int kSlots = 16;
+constexpr std::size_t kRingBytes = static_cast<std::size_t>(kSlots) * kPieceBytes;
 
 // Why the rows left over are claimed (bench/NOTES.md, session 11, one H200): with all of them
 // assigned at launch, n = 4096 gives 4 blocks 32 rows and 128 blocks 31, and the GEMV ends with the
@@ -53,27 +48,23 @@ constexpr int kSmallChunkBytes = 16 * 1024;
 constexpr int kMaxChunkRows = 64;
 // A small chunk's row sums live in one of kChunkSlots tables, reused every kChunkSlots chunks (the
 // first chunk has its own). Piece q is fully consumed (sums added, the chunk's output written, its
-// table cleared) before piece q + slots + 16 is published: the producer publishes it only once the
-// slot of piece q + 16 is released, by the warp that consumed q before it. A chunk has at least one
-// piece, so kChunkSlots - 1 >= kMaxSlots + kWarps chunks lie between a chunk's last piece and the
-// first of the next chunk using its table. (At most 255: the table goes in a piece's top 8 bits.)
-constexpr int kChunkSlots = kMaxSlots + kWarps + 8;
+// table cleared) before piece q + 32 is published: the producer publishes q + 32 only once q + 16's
+// slot is released, by the warp that consumed q before it. A chunk has at least one piece, so
+// kChunkSlots - 1 >= 32 chunks lie between a chunk's last piece and the first of the next chunk
+// using its table.
+constexpr int kChunkSlots = 40;
 
 struct ChunkPlan {
   int chunk_rows = 1;  // rows per small chunk
   int first_rows = 1;  // rows of each block's own span (its first chunk)
   int grid = 1;
-  int piece_bytes = kPieceBytes;
-  int slots = static_cast<int>(kRingBytes / kPieceBytes);
 };
 
-ChunkPlan plan_chunks(int n, int row_bytes, int sms, bool fp8) {
+ChunkPlan plan_chunks(int n, int row_bytes, int sms) {
   ChunkPlan plan;
   plan.chunk_rows = std::clamp(kSmallChunkBytes / row_bytes, 1, kMaxChunkRows);
   plan.grid = std::min(sms, n);
   plan.first_rows = n / plan.grid;
-  if (fp8 && row_bytes <= kSmallPieceBytes) plan.piece_bytes = kSmallPieceBytes;
-  plan.slots = static_cast<int>(kRingBytes) / plan.piece_bytes;
   return plan;
 }
 
@@ -93,8 +84,8 @@ __device__ __forceinline__ void consumer_sync() {
 // full/empty barriers, the norm's per-warp sums, x (k BF16), the norm's weights (k BF16, with a
 // norm), each slot's piece (chunk, index), the chunk tables' row sums and pieces left.
 std::size_t smem_bytes(int k, const ChunkPlan& plan, bool norm) {
-  return kRingBytes + 2 * kMaxSlots * sizeof(std::uint64_t) + kWarps * sizeof(float) +
-         (norm ? 2 : 1) * static_cast<std::size_t>(k) * sizeof(bf16) + kMaxSlots * sizeof(int2) +
+  return kRingBytes + 2 * kSlots * sizeof(std::uint64_t) + kWarps * sizeof(float) +
+         (norm ? 2 : 1) * static_cast<std::size_t>(k) * sizeof(bf16) + kSlots * sizeof(int2) +
          (static_cast<std::size_t>(kChunkSlots) * plan.chunk_rows + plan.first_rows) * sizeof(float) +
          (kChunkSlots + 1) * sizeof(int);
 }
@@ -110,34 +101,29 @@ std::size_t smem_bytes(int k, const ChunkPlan& plan, bool norm) {
 // Rows go in chunks (ChunkPlan): the block's own span, then small chunks from an atomic counter,
 // fetched one chunk ahead. Each chunk's sums gather in a table; the warp that adds its last piece writes
 // the chunk's outputs, so outputs leave as chunks finish.
-//
-// kFp8: W holds E4M3 codes (one byte each) and y = w_scale * sum(code * x) (+ residual): each
-// piece's sum is scaled before it is added, so a span's sums can start from its residual as for BF16.
-template <bool kFp8>
 __global__ void __launch_bounds__(kBlockThreads, 1)
-    ring_gemv_kernel(const bf16* __restrict__ x, const void* __restrict__ w, float w_scale, int n, int k,
-                     const bf16* residual, bf16* y, const bf16* __restrict__ norm_weight, float norm_eps, bool silu_mul,
-                     ChunkPlan plan, int claim_counter) {
+    ring_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k, const bf16* residual,
+                     bf16* y, const bf16* __restrict__ norm_weight, float norm_eps, bool silu_mul, ChunkPlan plan,
+                     int claim_counter) {
   extern __shared__ uint4 smem4[];
   auto* ring = reinterpret_cast<unsigned char*>(smem4);
   auto* full = reinterpret_cast<std::uint64_t*>(ring + kRingBytes);
-  std::uint64_t* empty = full + kMaxSlots;
-  auto* warp_squares = reinterpret_cast<float*>(empty + kMaxSlots);  // [kWarps]: 64 bytes, x stays 16-aligned
+  std::uint64_t* empty = full + kSlots;
+  auto* warp_squares = reinterpret_cast<float*>(empty + kSlots);  // [kWarps]: 64 bytes, x stays 16-aligned
   auto* xs4 = reinterpret_cast<uint4*>(warp_squares + kWarps);
   uint4* gs4 = xs4 + k / 8;  // the norm's weights (with a norm)
   // Per slot: the piece's chunk (its first row) and its index in the chunk | its table << 24.
   auto* slot_piece = reinterpret_cast<int2*>(norm_weight != nullptr ? gs4 + k / 8 : gs4);
-  auto* table_sum = reinterpret_cast<float*>(slot_piece + kMaxSlots);  // table t at t * chunk_rows
+  auto* table_sum = reinterpret_cast<float*>(slot_piece + kSlots);  // table t at t * chunk_rows
   auto* table_left = reinterpret_cast<int*>(table_sum + kChunkSlots * plan.chunk_rows + plan.first_rows);
   unsigned& claims = g_ring_claims[claim_counter];
-  const int row_bytes = k * (kFp8 ? 1 : static_cast<int>(sizeof(bf16)));
-  const int piece_bytes = plan.piece_bytes, slots = plan.slots;
-  const int per_row = (row_bytes + piece_bytes - 1) / piece_bytes;
+  const int row_bytes = k * static_cast<int>(sizeof(bf16));
+  const int per_row = (row_bytes + kPieceBytes - 1) / kPieceBytes;
   const int chunk_rows = plan.chunk_rows;
   const int small_begin = gridDim.x * plan.first_rows;  // the first row of the small chunks
   const int small_chunks = (n - small_begin + chunk_rows - 1) / chunk_rows;
   float* own_sums = table_sum + kChunkSlots * chunk_rows;  // the block's span's table
-  init_ring_barriers(full, empty, slots);
+  init_ring_barriers(full, empty, kSlots);
   __syncthreads();
 
   if (threadIdx.x >= kThreads) {
@@ -157,22 +143,22 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         const int table = first ? kChunkSlots : smalls++ % kChunkSlots;
         const int chunk_pieces = (first ? plan.first_rows : min(chunk_rows, n - row0)) * per_row;
         for (int i = 0; i < chunk_pieces; ++i, ++p) {
-          const int slot = p % slots;
-          if (p >= slots) mbar_wait_parity(empty + slot, ((p / slots) - 1) & 1);
+          const int slot = p % kSlots;
+          if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
           if (i == 0) table_left[table] = chunk_pieces;  // published by the arrive below
           slot_piece[slot] = make_int2(row0, i | (table << 24));
-          const int row = row0 + i / per_row, offset = (i % per_row) * piece_bytes;
-          const unsigned bytes = static_cast<unsigned>(min(piece_bytes, row_bytes - offset));
+          const int row = row0 + i / per_row, offset = (i % per_row) * kPieceBytes;
+          const unsigned bytes = static_cast<unsigned>(min(kPieceBytes, row_bytes - offset));
           mbar_arrive_expect_tx(full + slot, bytes);
-          bulk_copy_to_shared(ring + slot * piece_bytes, wb + static_cast<std::int64_t>(row) * row_bytes + offset,
+          bulk_copy_to_shared(ring + slot * kPieceBytes, wb + static_cast<std::int64_t>(row) * row_bytes + offset,
                               bytes, full + slot);
         }
         chunk = next;
         if (chunk < small_chunks) next = static_cast<int>(atomicAdd(&claims, 1u));
       }
       for (int i = 0; i < kWarps; ++i, ++p) {  // one end mark per consumer warp
-        const int slot = p % slots;
-        if (p >= slots) mbar_wait_parity(empty + slot, ((p / slots) - 1) & 1);
+        const int slot = p % kSlots;
+        if (p >= kSlots) mbar_wait_parity(empty + slot, ((p / kSlots) - 1) & 1);
         slot_piece[slot].x = -1;
         mbar_arrive(full + slot);
       }
@@ -233,21 +219,18 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
   consumer_sync();
   for (int p = warp;; p += kWarps) {
-    const int slot = p % slots;
-    mbar_wait_parity(full + slot, (p / slots) & 1);
+    const int slot = p % kSlots;
+    mbar_wait_parity(full + slot, (p / kSlots) & 1);
     const int2 piece = slot_piece[slot];
     if (piece.x < 0) break;
     const int i = piece.y & 0xffffff, table = piece.y >> 24;
     const int r = i / per_row, segment = i - r * per_row;
-    const int vectors = min(piece_bytes, row_bytes - segment * piece_bytes) / 16;
-    const auto* w4 = reinterpret_cast<const uint4*>(ring + slot * piece_bytes);
-    // A piece of piece_bytes starts at k index segment * piece_bytes / (bytes per weight); x holds 8
-    // values per 16-byte vector.
-    const float partial = kFp8 ? ring_piece_dot_e4m3(w4, xs4 + segment * (piece_bytes / 8), vectors, lane)
-                               : ring_piece_dot(w4, xs4 + segment * (piece_bytes / 16), vectors, lane);
+    const int vectors = min(kPieceBytes, row_bytes - segment * kPieceBytes) / 16;
+    const auto* w4 = reinterpret_cast<const uint4*>(ring + slot * kPieceBytes);
+    const float partial = ring_piece_dot(w4, xs4 + segment * (kPieceBytes / 16), vectors, lane);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + slot);
-    const float acc = kFp8 ? warp_sum(partial) * w_scale : warp_sum(partial);
+    const float acc = warp_sum(partial);
     float* sums = table_sum + table * chunk_rows;
     int last = 0;
     if (lane == 0) {
@@ -294,10 +277,7 @@ DeviceLimits prepared_device() {
     // Below compute capability 9.0 (no bulk copies) the ring never launches: no shared memory at all.
     const int optin = sm90_features_on(device) ? shared_memory_optin_bytes(device) : 0;
     if (optin > 0) {
-      GPUSCOUT_CUDA_CHECK(
-          cudaFuncSetAttribute(ring_gemv_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-      GPUSCOUT_CUDA_CHECK(
-          cudaFuncSetAttribute(ring_gemv_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+      GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(ring_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
     }
     smem_optin_of[device].store(optin);
     sms_of[device].store(sms);
@@ -306,46 +286,25 @@ DeviceLimits prepared_device() {
                       static_cast<int>(launches_on[device].fetch_add(1) % kClaimCounters)};
 }
 
-// Both formats: rows of whole 16-byte vectors (bulk copies move multiples of 16 bytes), aligned.
-bool launch_ring(const bf16* x, const void* w, bool fp8, float w_scale, int n, int k, const bf16* residual, bf16* y,
-                 cudaStream_t stream, const RingInput& input) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (n <= 0 || k <= 0 || k % (fp8 ? 16 : 8) != 0 || !aligned(x) || !aligned(w)) return false;
-  const bool norm = input.norm_weight != nullptr;
-  if ((norm && !aligned(input.norm_weight)) || (norm && input.silu_mul)) return false;
-  const DeviceLimits limits = prepared_device();
-  const ChunkPlan plan = plan_chunks(n, k * (fp8 ? 1 : static_cast<int>(sizeof(bf16))), limits.sms, fp8);
-  const std::size_t smem = smem_bytes(k, plan, norm);
-  if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
-  if (fp8) {
-    launch_kernel(ring_gemv_kernel<true>, plan.grid, kBlockThreads, smem, stream, x, w, w_scale, n, k, residual, y,
-                  input.norm_weight, input.norm_eps, input.silu_mul, plan, limits.claim_counter);
-  } else {
-    launch_kernel(ring_gemv_kernel<false>, plan.grid, kBlockThreads, smem, stream, x, w, 1.0f, n, k, residual, y,
-                  input.norm_weight, input.norm_eps, input.silu_mul, plan, limits.claim_counter);
-  }
-  return true;
-}
-
 }  // namespace
 
 bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream,
                       const RingInput& input) {
-  return launch_ring(x, w, false, 1.0f, n, k, residual, y, stream, input);
-}
-
-bool launch_ring_gemv_fp8(const bf16* x, const std::uint8_t* w, float w_scale, int n, int k, const bf16* residual,
-                          bf16* y, cudaStream_t stream, const RingInput& input) {
-  return launch_ring(x, w, true, w_scale, n, k, residual, y, stream, input);
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (n <= 0 || k <= 0 || k % 8 != 0 || !aligned(x) || !aligned(w)) return false;
+  const bool norm = input.norm_weight != nullptr;
+  if ((norm && !aligned(input.norm_weight)) || (norm && input.silu_mul)) return false;
+  const DeviceLimits limits = prepared_device();
+  const ChunkPlan plan = plan_chunks(n, k * static_cast<int>(sizeof(bf16)), limits.sms);
+  const std::size_t smem = smem_bytes(k, plan, norm);
+  if (smem > static_cast<std::size_t>(limits.smem_optin)) return false;
+  launch_kernel(ring_gemv_kernel, plan.grid, kBlockThreads, smem, stream, x, w, n, k, residual, y, input.norm_weight,
+                input.norm_eps, input.silu_mul, plan, limits.claim_counter);
+  return true;
 }
 
 bool ring_gemv_by_default() {
   static const bool on = env_switch_on("GPUSCOUT_RING_GEMV");
-  return on;
-}
-
-bool ring_gemv_fp8_by_default() {
-  static const bool on = ring_gemv_by_default() && env_switch_on("GPUSCOUT_RING_GEMV_FP8");
   return on;
 }
 

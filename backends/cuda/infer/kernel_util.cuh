@@ -2,7 +2,6 @@
 // Small device helpers shared by the engine's kernels: BF16 <-> FP32 in 16-byte vectors,
 // warp/block reductions, and programmatic dependent launch (PDL).
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -43,32 +42,6 @@ __device__ __forceinline__ float ring_piece_dot(const uint4* w4, const uint4* x4
     for (int e = 0; e < 8; e += 2) {
       acc0 = fmaf(xf[e], wf[e], acc0);
       acc1 = fmaf(xf[e + 1], wf[e + 1], acc1);
-    }
-  }
-  return acc0 + acc1;
-}
-
-// The ring GEMV's dot of one piece of FP8 E4M3 codes with x: `chunks` 16-byte vectors of 16 codes
-// each against 2 * chunks 16-byte vectors of BF16 x. Codes decode exactly (E4M3 -> FP16 -> FP32);
-// the caller multiplies the sum by the weights' scale.
-__device__ __forceinline__ float ring_piece_dot_e4m3(const uint4* w4, const uint4* x4, int chunks, int lane) {
-  float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll 2
-  for (int c = lane; c < chunks; c += 32) {
-    const uint4 codes = w4[c];
-    const std::uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-    float xf[16];
-    unpack8(x4[2 * c], xf);
-    unpack8(x4[2 * c + 1], xf + 8);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const auto pair = static_cast<__nv_fp8x2_storage_t>((words[i] >> (16 * half)) & 0xFFFFu);
-        const float2 wf = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
-        acc0 = fmaf(xf[4 * i + 2 * half], wf.x, acc0);
-        acc1 = fmaf(xf[4 * i + 2 * half + 1], wf.y, acc1);
-      }
     }
   }
   return acc0 + acc1;

@@ -28,17 +28,10 @@ struct RingInput {
 // weights) do not fit the shared memory beside the ring, or both transforms are asked for.
 bool launch_ring_gemv(const bf16* x, const bf16* w, int n, int k, const bf16* residual, bf16* y, cudaStream_t stream,
                       const RingInput& input = {});
-// The ring GEMV of one row over FP8 E4M3 weights: y[j] = w_scale * sum_i in[i] code[j, i] (+
-// residual[j]), as launch_skinny_gemm_fp8 computes it. False (nothing launched) as launch_ring_gemv,
-// or when k % 16 != 0.
-bool launch_ring_gemv_fp8(const bf16* x, const std::uint8_t* w, float w_scale, int n, int k, const bf16* residual,
-                          bf16* y, cudaStream_t stream, const RingInput& input = {});
 // Whether the automatic skinny path takes the ring GEMV for one row: yes unless GPUSCOUT_RING_GEMV=0
 // (A/B runs). On the H200 it beat the warp-per-row kernel at every Llama-3.1-8B shape (bench/NOTES.md,
-// session 8); GemmRunner still times it against cuBLASLt per shape. For FP8 weights also unless
-// GPUSCOUT_RING_GEMV_FP8=0.
+// session 8); GemmRunner still times it against cuBLASLt per shape.
 bool ring_gemv_by_default();
-bool ring_gemv_fp8_by_default();
 
 void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf16* w, int n, int k,
                              const bf16* residual, bf16* y, cudaStream_t stream);
