@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 25: FP8 activation quantization as one kernel (GPUSCOUT_FP8_QUANT_FUSED=1, the default) or
-# as two (=0), before each cuBLASLt FP8 GEMM.
+# as two (=0), before each cuBLASLt FP8 GEMM. Reverted after this run (no decode gain, prefill 6%
+# slower); the one-kernel path and GPUSCOUT_FP8_QUANT_FUSED are in commit 4f9aae7, which this needs.
 # Checks first: infer_kernels_test (both paths at 5 .. 1M elements, each twice in a row) and the
 # engine's checks against the CPU reference (the FP8 scenarios). Then the serve benchmark's decode
 # cases and static batch with FP8 weights (Llama-3.1-8B), two kernels against one, interleaved ROUNDS times.

@@ -46,10 +46,6 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                   void* workspace, bf16* out, int out_stride, cudaStream_t stream);
 
-// launch_quantize_fp8 as one kernel (fused) or as the maximum and the conversion (two kernels).
-void launch_quantize_fp8_path(bool fused, const bf16* x, std::int64_t count, const Fp8Scratch& scratch,
-                              std::uint8_t* out, cudaStream_t stream);
-
 // A kernel choice's switch for A/B runs: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);
 

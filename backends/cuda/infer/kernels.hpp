@@ -166,9 +166,8 @@ struct Fp8Scratch {
 void launch_fp8_scale(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, float format_max,
                       cudaStream_t stream);
 
-// out[i] = E4M3(x[i] / scale) with scale = max|x| / 448 over all `count` elements, *scratch.scale =
-// scale (one kernel whose blocks meet at a counter; the maximum then the conversion as two kernels
-// with GPUSCOUT_FP8_QUANT_FUSED=0). x 16-byte and out 8-byte aligned.
+// out[i] = E4M3(x[i] / scale) with scale = max|x| / 448 over all `count` elements (two kernels:
+// the maximum, then the conversion). x 16-byte and out 8-byte aligned.
 void launch_quantize_fp8(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, std::uint8_t* out,
                          cudaStream_t stream);
 

@@ -5,14 +5,12 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 
 #include "gpuscout/cuda/check.hpp"
 #include "gpuscout/infer/weights.hpp"
 #include "kernel_util.cuh"
-#include "kernel_variants.hpp"
 #include "kernels.hpp"
 
 namespace gpuscout::cuda::infer {
@@ -79,85 +77,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The two kernels above as one (launch_quantize_fp8, unless GPUSCOUT_FP8_QUANT_FUSED=0): a grid of at
-// most one block per SM, so every block is resident, takes the maximum of its part, then waits at a
-// counter until all blocks have added theirs, and converts its part with the scale of the whole.
-// Why: before each cuBLASLt FP8 GEMM of a decode step the two kernels cost more than the tiny
-// tensor's bytes (at batch 32 the FP8 qkv GEMM with them took 16.8 us per call, the BF16 one 17.1,
-// for half the weight bytes; bench/NOTES.md, session 25), and one boundary goes with one kernel.
-// blocks_done counts arrivals (0..G) then departures (G..2G); the last to leave writes the scale
-// and resets the slots for the next call. A wait that outlasts ~10 s traps (a grid that is not all
-// resident would otherwise hang the stream).
-__global__ void __launch_bounds__(kThreads)
-    quantize_fused_kernel(const bf16* x, std::int64_t count, Fp8Scratch scratch, float format_max, std::uint8_t* out) {
-  pdl_wait();
-  pdl_trigger();
-  float m = 0.0f;
-  const std::int64_t vectors = count / 8;
-  const auto* x4 = reinterpret_cast<const uint4*>(x);
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  for (std::int64_t i = first; i < vectors; i += stride) {
-    float f[8];
-    unpack8(__ldg(x4 + i), f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(f[j]));
-  }
-  for (std::int64_t i = vectors * 8 + first; i < count; i += stride) m = fmaxf(m, fabsf(__bfloat162float(x[i])));
-  m = warp_max(m);
-  __shared__ float partial[kThreads / 32];
-  __shared__ float inv_shared;
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, partial[w]);
-    atomicMax(scratch.amax_bits, __float_as_uint(m));
-    __threadfence();
-    atomicAdd(scratch.blocks_done, 1u);
-    const volatile unsigned* done = scratch.blocks_done;
-    long long spins = 0;
-    while (*done < gridDim.x) {
-      __nanosleep(64);
-      if (++spins > (1ll << 27)) __trap();  // ~10 s: not every block became resident
-    }
-    __threadfence();
-    const float amax = __uint_as_float(*static_cast<const volatile unsigned*>(scratch.amax_bits));
-    // All zeros (or no elements): any positive scale quantizes them to zero.
-    const float scale = amax > 0.0f ? amax / format_max : 1.0f;
-    inv_shared = 1.0f / scale;
-    if (atomicAdd(scratch.blocks_done, 1u) == 2 * gridDim.x - 1) {  // the last to leave
-      *scratch.scale = scale;
-      *scratch.amax_bits = 0;
-      *scratch.blocks_done = 0;
-    }
-  }
-  __syncthreads();
-  const float inv = inv_shared;
-  auto* out2 = reinterpret_cast<uint2*>(out);
-  for (std::int64_t i = first; i < vectors; i += stride) {
-    float f[8];
-    unpack8(__ldg(x4 + i), f);
-    out2[i] = pack8_fp8<__NV_E4M3>(f, inv);
-  }
-  for (std::int64_t i = vectors * 8 + first; i < count; i += stride) {
-    out[i] = __nv_cvt_float_to_fp8(__bfloat162float(x[i]) * inv, __NV_SATFINITE, __NV_E4M3);
-  }
-}
-
-int sm_count() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> sms_of[kMaxDevices];
-  int device = 0;
-  GPUSCOUT_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= kMaxDevices) throw std::runtime_error("FP8 quantization: device index beyond 63");
-  if (sms_of[device].load() == 0) {
-    int sms = 0;
-    GPUSCOUT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    sms_of[device].store(sms);
-  }
-  return sms_of[device].load();
-}
-
 unsigned grid_for(std::int64_t items, int per_thread) {
   const std::int64_t blocks = (items / per_thread + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks));
@@ -172,25 +91,14 @@ void launch_fp8_scale(const bf16* x, std::int64_t count, const Fp8Scratch& scrat
   launch_kernel(amax_kernel, grid_for(count, 8), kThreads, 0, stream, x, count, scratch, format_max);
 }
 
-void launch_quantize_fp8_path(bool fused, const bf16* x, std::int64_t count, const Fp8Scratch& scratch,
-                              std::uint8_t* out, cudaStream_t stream) {
+void launch_quantize_fp8(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, std::uint8_t* out,
+                         cudaStream_t stream) {
   if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(out) % 8 != 0) {
     throw std::invalid_argument("launch_quantize_fp8: x must be 16-byte and out 8-byte aligned");
-  }
-  if (fused) {
-    const unsigned grid = std::min(grid_for(count, 8), static_cast<unsigned>(sm_count()));
-    launch_kernel(quantize_fused_kernel, grid, kThreads, 0, stream, x, count, scratch, gpuscout::infer::kE4m3Max, out);
-    return;
   }
   launch_fp8_scale(x, count, scratch, gpuscout::infer::kE4m3Max, stream);
   launch_kernel(quantize_kernel, grid_for(count, 8), kThreads, 0, stream, x, count,
                 static_cast<const float*>(scratch.scale), out);
-}
-
-void launch_quantize_fp8(const bf16* x, std::int64_t count, const Fp8Scratch& scratch, std::uint8_t* out,
-                         cudaStream_t stream) {
-  static const bool fused = env_switch_on("GPUSCOUT_FP8_QUANT_FUSED");
-  launch_quantize_fp8_path(fused, x, count, scratch, out, stream);
 }
 
 }  // namespace gpuscout::cuda::infer
