@@ -20,8 +20,8 @@ namespace gpuscout::cuda::infer {
 namespace {
 constexpr int kRequestedAlgos = 8;
 constexpr int kTimedRounds = 3;
-// The configuration search (GemmRunner::plan): row counts it runs at, and how many of its
-// candidates, after one quick round each, go on to the full timing beside the heuristic's.
+// The configuration search (GemmRunner::tune, GPUSCOUT_GEMM_SEARCH=1): the row counts it runs at,
+// and how many of its candidates, after one quick round each, go on to the full timing.
 constexpr int kSearchMinRows = 2, kSearchMaxRows = 64;
 constexpr int kSearchFinalists = 6;
 constexpr int kMaxRotation = 8;  // weight instances cycled through per timed round
