@@ -73,6 +73,15 @@ bool fused_swiglu(const SpeedContext& ctx, const workloads::ModelArch& arch, Pre
   return std::ceil(tokens / 128) * (ffn / 128) >= f.fused_swiglu_min_waves * ctx.gpu->sm_count->value;
 }
 
+// Whether the framework folds the norms and SiLU * up into the GEMVs of this step
+// (FrameworkProfile::folds_elementwise_at_one_row: one row, BF16, compute capability 9.0, a dense
+// Llama-style layer, as the engine's ring GEMV runs them).
+bool folds_one_row(const SpeedContext& ctx, const workloads::ModelArch& arch, Precision prec, double tokens) {
+  return ctx.framework.folds_elementwise_at_one_row && tokens == 1 && prec == Precision::bf16 &&
+         ctx.gpu->compute_capability == "9.0" && !arch.is_moe() && !arch.is_mla() && arch.gated_mlp &&
+         arch.activation == "silu";
+}
+
 void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::ModelArch& arch, const Parallelism& par,
                    Precision prec, double weight_bytes, double kv_bytes_per_element, double tokens,
                    const std::vector<AttentionGroup>& groups, double layers, double kernel_gap_us) {
@@ -113,7 +122,7 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     const double f = static_cast<double>(arch.ffn_hidden) / t;
     step.add(gemm_time(ctx, prec, "gate_up", tokens, gates * f, h, weight_bytes, layers * (1 - moe_share)));
     step.add(gemm_time(ctx, prec, "down", tokens, h, f, weight_bytes, layers * (1 - moe_share)));
-    if (!fused_swiglu(ctx, arch, prec, tokens, f)) {
+    if (!fused_swiglu(ctx, arch, prec, tokens, f) && !folds_one_row(ctx, arch, prec, tokens)) {
       step.add(memory_time(ctx, "activation", 3 * tokens * f * kActivationBytes, layers * (1 - moe_share)));
     }
   }
@@ -169,7 +178,8 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
   OpTime gaps{"kernel_gaps", 0, 0, 0, "overhead"};
   const double ffn = static_cast<double>(arch.ffn_hidden) / t;
   const bool fused = !arch.is_moe() && fused_swiglu(ctx, arch, prec, tokens, ffn);
-  const double kernels = kKernelsPerLayer - (fused ? 1 : 0) + (par.tp > 1 ? 2 : 0);
+  const double kernels =
+      kKernelsPerLayer - (fused ? 1 : 0) - (folds_one_row(ctx, arch, prec, tokens) ? 3 : 0) + (par.tp > 1 ? 2 : 0);
   gaps.seconds = kernels * layers * kernel_gap_us * 1e-6;
   step.add(gaps);
 }
@@ -198,7 +208,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
   for (auto& e : top.array_of_tables("framework")) {
     e.reject_unknown_keys({"key", "name", "step_overhead_ms", "kernel_gap_us", "cuda_graphs", "memory_fraction",
                            "tp_overlap", "dp_overlap", "prunes_last_layer", "flash_efficiency", "eager_kernel_gap_us",
-                           "fused_swiglu_min_waves", "source"});
+                           "fused_swiglu_min_waves", "folds_elementwise_at_one_row", "source"});
     FrameworkProfile f;
     f.key = e.required_string("key");
     e.set_entry(f.key);
@@ -214,6 +224,7 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
     f.prunes_last_layer = e.optional_bool("prunes_last_layer").value_or(false);
     if (e.has("flash_efficiency")) f.flash_efficiency = e.required_number("flash_efficiency", 0.01, 1);
     if (e.has("fused_swiglu_min_waves")) f.fused_swiglu_min_waves = e.required_number("fused_swiglu_min_waves", 0);
+    f.folds_elementwise_at_one_row = e.optional_bool("folds_elementwise_at_one_row").value_or(false);
     f.source = e.required_string("source");
     out.push_back(std::move(f));
   }

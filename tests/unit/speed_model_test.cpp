@@ -142,6 +142,37 @@ TEST(Speed, FusedSwigluDropsTheActivationKernelOfLargeBf16StepsOnHopper) {
   for (const auto& f : frameworks()) EXPECT_EQ(f.fused_swiglu_min_waves > 0, f.key == "gpuscout") << f.key;
 }
 
+TEST(Speed, OneRowStepsFoldTheNormsAndSiluIntoTheGemvs) {
+  // gpuscout's ring GEMV computes both RMSNorms and SiLU * up at one row (BF16, compute capability
+  // 9.0): a batch-1 decode step has no activation op and three kernel gaps fewer per layer.
+  const auto folds = context("H200-SXM-141GB", "gpuscout");
+  ASSERT_TRUE(folds.framework.folds_elementwise_at_one_row);
+  auto plain = folds;
+  plain.framework.folds_elementwise_at_one_row = false;
+  InferenceSetup s;
+  s.arch = catalog().get("llama-3.1-8b").arch;
+  s.weights = parse_quantization("bf16", "--precision");
+  auto activation_s = [&](const SpeedContext& c, int batch) {
+    double seconds = -1;  // -1: no activation op
+    for (const auto& op : forward_step(c, s, batch, 1, 512).ops) {
+      if (op.key == "activation") seconds = op.seconds;
+    }
+    return seconds;
+  };
+  EXPECT_EQ(activation_s(folds, 1), -1);
+  const double act = activation_s(plain, 1);
+  ASSERT_GT(act, 0);
+  const double gaps = 3 * 32 * folds.framework.kernel_gap_us * 1e-6;  // a graph-replayed decode step
+  EXPECT_NEAR(forward_step(plain, s, 1, 1, 512).seconds - forward_step(folds, s, 1, 1, 512).seconds, act + gaps, 1e-12);
+  // Two rows, FP8 weights or another GPU: nothing folded.
+  EXPECT_DOUBLE_EQ(forward_step(plain, s, 2, 1, 512).seconds, forward_step(folds, s, 2, 1, 512).seconds);
+  auto ampere = context("A100-SXM4-80GB", "gpuscout");
+  EXPECT_GT(activation_s(ampere, 1), 0);
+  s.weights = parse_quantization("fp8", "--precision");
+  EXPECT_GT(activation_s(folds, 1), 0);
+  for (const auto& f : frameworks()) EXPECT_EQ(f.folds_elementwise_at_one_row, f.key == "gpuscout") << f.key;
+}
+
 TEST(Speed, FlashEfficiencyScalesTheAttentionCoreOnly) {
   // A 32k-token prefill spends about a third of its FLOPs in causal attention: its compute time is
   // inversely proportional to the profile's flash_efficiency, and the GEMMs do not move.

@@ -41,6 +41,10 @@ struct FrameworkProfile {
   // threshold, where validation knows it, is fused_swiglu_min_tokens (> 0: it decides; not in the file).
   double fused_swiglu_min_waves = 0;
   double fused_swiglu_min_tokens = 0;
+  // A one-row step (batch-1 decode) with BF16 weights on compute capability 9.0 computes the two
+  // RMSNorms and SiLU * up inside its GEMVs (gpuscout's ring GEMV: GemmRunner::run_normed and
+  // run_silu_mul), so three kernels a layer and the activation op do not run. Optional, default false.
+  bool folds_elementwise_at_one_row = false;
   // The attention core's FLOP rate as a fraction of a same-m GEMM's (the calibrated efficiency curve).
   // Optional in the file; 0.8 (an assumption for FlashAttention kernels) when absent.
   double flash_efficiency = 0.8;
