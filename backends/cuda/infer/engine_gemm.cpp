@@ -360,12 +360,13 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   GPUSCOUT_CUDA_CHECK(cudaEventCreate(&stop));
   // Per-call time of one candidate: best of a few rounds, each cycling through `rotation` weights
   // (distinct layers) so each call reads its weight from HBM, as in a real step.
-  auto time_us = [&](int algo, bool skinny, int small_m_split = 0, int small_m_variant = 0) {
-    for (int i = 0; i < 2; ++i)
+  auto time_us = [&](int algo, bool skinny, int small_m_split = 0, int small_m_variant = 0, int warm_ups = 2,
+                     int rounds = kTimedRounds) {
+    for (int i = 0; i < warm_ups; ++i)
       launch(c, p, algo, skinny, small_m_split, small_m_variant, rows, x_scratch, c.weights[i % rotation], y_scratch,
              false, stream);
     float best = std::numeric_limits<float>::max();
-    for (int round = 0; round < kTimedRounds; ++round) {
+    for (int round = 0; round < rounds; ++round) {
       GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, stream));
       for (int i = 0; i < rotation; ++i)
         launch(c, p, algo, skinny, small_m_split, small_m_variant, rows, x_scratch, c.weights[i], y_scratch, false,
@@ -395,15 +396,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     std::vector<std::pair<double, int>> quick;
     for (int a = p.heuristic_count; a < static_cast<int>(p.algos.size()); ++a) {
       try {
-        launch(c, p, a, false, 0, 0, rows, x_scratch, c.weights[0], y_scratch, false, stream);
-        GPUSCOUT_CUDA_CHECK(cudaEventRecord(start, stream));
-        for (int i = 0; i < rotation; ++i)
-          launch(c, p, a, false, 0, 0, rows, x_scratch, c.weights[i], y_scratch, false, stream);
-        GPUSCOUT_CUDA_CHECK(cudaEventRecord(stop, stream));
-        GPUSCOUT_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        GPUSCOUT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        quick.emplace_back(ms, a);
+        quick.emplace_back(time_us(a, false, 0, 0, 1, 1), a);
       } catch (const CudaError&) {
         continue;
       }
