@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 26: where a decode step's time goes, kernel by kernel, inside the step (the GPU machine has
+# no Nsight Systems). Builds bench/probe/kernel_trace.cpp (a CUPTI injection library) against the
+# CUPTI found there, runs `infer_engine_test --bench MODEL` once untraced and then traced with the
+# cuBLASLt configuration search off and on (GPUSCOUT_GEMM_SEARCH), and cuts each trace into steps with
+# bench/probe/kernel_trace_summary.py.
+# Usage (repository root on the GPU machine): DIST=.devdist MODEL=llama-3.1-8b bash bench/run_kernel_trace_h200.sh
+# Writes $OUT/kernel-trace.txt (log, untraced and traced bench lines), $OUT/kernel-trace-search<0|1>.txt
+# (summaries) and $OUT/kernel-trace.tar.gz (per-position CSVs of every step group, the raw traces gzipped).
+set -u
+source bench/dist_env.sh
+model=${MODEL:-llama-3.1-8b}
+ab_begin kernel-trace
+
+sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+header=$(find /usr/local/cuda* /usr/include /opt $sites -name cupti_activity.h 2>/dev/null | head -1)
+library=$(find /usr/local/cuda* /usr/lib /opt $sites -name 'libcupti.so*' 2>/dev/null | sort | head -1)
+{
+  echo "== CUPTI: header $header, library $library"
+  [ -n "$header" ] && [ -n "$library" ] || { echo "no CUPTI found"; exit 1; }
+  inc=$(dirname "$header")
+  krec=$(grep -ho 'CUpti_ActivityKernel[0-9]\+;' "$inc"/cupti_activity*.h | tr -d ';' | sort -V | tail -1)
+  mrec=$(grep -ho 'CUpti_ActivityMemcpy[0-9]\+;' "$inc"/cupti_activity*.h | tr -d ';' | sort -V | tail -1)
+  echo "== record types $krec $mrec"
+  g++ -O2 -std=c++17 -shared -fPIC -DKREC="$krec" -DMREC="$mrec" -I"$inc" bench/probe/kernel_trace.cpp \
+    "$library" -Wl,-rpath,"$(dirname "$library")" -o "$runs/libktrace.so" 2>&1 | tail -20
+  [ -e "$runs/libktrace.so" ] || { echo "the tracer did not build"; exit 1; }
+  pattern="device|start-up|decode batch|graph replays|pipelined|prefill|ktrace"
+  echo "== untraced, GPUSCOUT_GEMM_SEARCH=0"
+  timeout 300 "$DIST/infer_engine_test" --bench "$model" 2>&1 | grep -E "$pattern" | cut -c1-300
+  for search in 0 1; do
+    echo "== traced, GPUSCOUT_GEMM_SEARCH=$search"
+    GPUSCOUT_GEMM_SEARCH=$search CUDA_INJECTION64_PATH="$runs/libktrace.so" KTRACE_OUT="$runs/trace-search$search.csv" \
+      timeout 300 "$DIST/infer_engine_test" --bench "$model" 2>&1 | grep -E "$pattern|^  gemm " | cut -c1-300
+    python3 bench/probe/kernel_trace_summary.py "$runs/trace-search$search.csv" --min-steps 32 \
+      --csv-prefix "$runs/positions-search$search" >"$OUT/kernel-trace-search$search.txt" 2>&1
+    echo "summary: exit $?, $(wc -l <"$OUT/kernel-trace-search$search.txt") lines"
+    gzip -1 "$runs/trace-search$search.csv"
+  done
+  rm -f "$runs/libktrace.so"
+  ls -la "$runs"
+} >>"$log" 2>&1
+ab_end kernel-trace
