@@ -2,15 +2,17 @@
 # Session 26: where a decode step's time goes, kernel by kernel, inside the step (the GPU machine has
 # no Nsight Systems). Builds bench/probe/kernel_trace.cpp (a CUPTI injection library) against the
 # CUPTI found there, runs `infer_engine_test --bench MODEL` once untraced and then traced with the
-# cuBLASLt configuration search off and on (GPUSCOUT_GEMM_SEARCH), and cuts each trace into steps with
+# cuBLASLt configuration search off and on (GPUSCOUT_GEMM_SEARCH) and with FP8 weights, and cuts each trace into steps with
 # bench/probe/kernel_trace_summary.py.
 # Usage (repository root on the GPU machine): DIST=.devdist MODEL=llama-3.1-8b bash bench/run_kernel_trace_h200.sh
-# Writes $OUT/kernel-trace.txt (log, untraced and traced bench lines), $OUT/kernel-trace-search<0|1>.txt
-# (summaries) and $OUT/kernel-trace.tar.gz (per-position CSVs of every step group, the raw traces gzipped).
+# Writes $OUT/kernel-trace.txt (log, untraced and traced bench lines), $OUT/kernel-trace-<search0|search1|fp8>.txt
+# (summaries) and $OUT/kernel-trace.tar.gz (per-position CSVs of
+# every step group) and the raw traces, gzipped, where each is under 15 MB.
 set -u
 source bench/dist_env.sh
 model=${MODEL:-llama-3.1-8b}
 ab_begin kernel-trace
+raw=$(mktemp -d)
 
 sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
 header=$(find /usr/local/cuda* /usr/include /opt $sites -name cupti_activity.h 2>/dev/null | head -1)
@@ -28,16 +30,23 @@ library=$(find /usr/local/cuda* /usr/lib /opt $sites -name 'libcupti.so*' 2>/dev
   pattern="device|start-up|decode batch|graph replays|pipelined|prefill|ktrace"
   echo "== untraced, GPUSCOUT_GEMM_SEARCH=0"
   timeout 300 "$DIST/infer_engine_test" --bench "$model" 2>&1 | grep -E "$pattern" | cut -c1-300
-  for search in 0 1; do
-    echo "== traced, GPUSCOUT_GEMM_SEARCH=$search"
-    GPUSCOUT_GEMM_SEARCH=$search CUDA_INJECTION64_PATH="$runs/libktrace.so" KTRACE_OUT="$runs/trace-search$search.csv" \
-      timeout 300 "$DIST/infer_engine_test" --bench "$model" 2>&1 | grep -E "$pattern|^  gemm " | cut -c1-300
-    python3 bench/probe/kernel_trace_summary.py "$runs/trace-search$search.csv" --min-steps 32 \
-      --csv-prefix "$runs/positions-search$search" >"$OUT/kernel-trace-search$search.txt" 2>&1
-    echo "summary: exit $?, $(wc -l <"$OUT/kernel-trace-search$search.txt") lines"
-    gzip -1 "$runs/trace-search$search.csv"
+  for run in search0 search1 fp8; do
+    search=0 flags=()
+    [ "$run" = search1 ] && search=1
+    [ "$run" = fp8 ] && flags=(--fp8)
+    echo "== traced $run: GPUSCOUT_GEMM_SEARCH=$search ${flags[*]}"
+    GPUSCOUT_GEMM_SEARCH=$search CUDA_INJECTION64_PATH="$runs/libktrace.so" KTRACE_OUT="$runs/trace-$run.csv" \
+      timeout 300 "$DIST/infer_engine_test" --bench "$model" "${flags[@]}" 2>&1 | grep -E "$pattern|^  gemm " |
+      cut -c1-300
+    python3 bench/probe/kernel_trace_summary.py "$runs/trace-$run.csv" --min-steps 32 \
+      --csv-prefix "$runs/positions-$run" >"$OUT/kernel-trace-$run.txt" 2>&1
+    echo "summary: exit $?, $(wc -l <"$OUT/kernel-trace-$run.txt") lines"
+    gzip -1 "$runs/trace-$run.csv"
+    mv "$runs/trace-$run.csv.gz" "$raw/"
   done
   rm -f "$runs/libktrace.so"
-  ls -la "$runs"
+  ls -la "$runs" "$raw"
 } >>"$log" 2>&1
+# The raw traces come back where each is under the 16 MiB a file may have.
+find "$raw" -name '*.gz' -size -15M -exec cp {} "$OUT/" \;
 ab_end kernel-trace
