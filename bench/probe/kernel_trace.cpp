@@ -56,11 +56,13 @@ std::string readable(const char* mangled) {
   if (status == 0 && plain) {
     name = plain;
     std::free(plain);
+    // The argument list is the first '(' outside template arguments that does not open
+    // "(anonymous namespace)".
     int depth = 0;
     for (std::size_t i = 0; i < name.size(); ++i) {
       if (name[i] == '<') ++depth;
       if (name[i] == '>') --depth;
-      if (name[i] == '(' && depth == 0) {
+      if (name[i] == '(' && depth == 0 && name.compare(i, 21, "(anonymous namespace)") != 0) {
         name.resize(i);
         break;
       }

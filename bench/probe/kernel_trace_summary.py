@@ -9,6 +9,7 @@ between it and the kernels before it: idle gap (> 0) or overlap (< 0, programmat
 replayed back to back (less than --back-to-back-us after the step before) are summarized apart.
 
   python3 kernel_trace_summary.py ktrace.csv [--min-steps 16] [--positions 40] [--csv-prefix P]
+                                  [--split-after-us US] [--min-kernels N]
 """
 import argparse
 import collections
@@ -32,19 +33,22 @@ def load(path):
 
 
 def short(name, width=70):
-    for prefix in ("gpuscout::cuda::", "gpuscout::", "(anonymous namespace)::"):
+    for prefix in ("void ", "gpuscout::cuda::", "gpuscout::", "(anonymous namespace)::"):
         name = name.replace(prefix, "")
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
-def split_steps(names, kernels):
+def split_steps(names, kernels, split_after_us):
+    """Steps end with argmax_kernel; with split_after_us, one kernel after any kernel that long (the LM
+    head's GEMM, for traces whose kernel names do not tell the argmax apart)."""
     ends = {i for i, n in names.items() if n.split("<")[0].endswith("argmax_kernel")}
-    steps, current = [], []
+    steps, current, end_next = [], [], False
     for k in kernels:
         current.append(k)
-        if k[5] in ends:
+        if (split_after_us and end_next) or (not split_after_us and k[5] in ends):
             steps.append(current)
             current = []
+        end_next = bool(split_after_us) and (k[1] - k[0]) >= split_after_us * 1e3
     return steps
 
 
@@ -135,12 +139,16 @@ def main():
     ap.add_argument("--positions", type=int, default=40)
     ap.add_argument("--back-to-back-us", type=float, default=50.0)
     ap.add_argument("--csv-prefix", default="")
+    ap.add_argument("--split-after-us", type=float, default=0.0)
+    ap.add_argument("--min-kernels", type=int, default=1, help="only groups of steps with at least this many kernels")
     args = ap.parse_args()
     names, kernels = load(args.trace)
     if not kernels:
         sys.exit(f"{args.trace}: no kernel records")
-    steps = split_steps(names, kernels)
-    print(f"{args.trace}: {len(kernels)} kernels, {len(steps)} steps ending in argmax_kernel")
+    steps = split_steps(names, kernels, args.split_after_us)
+    rule = (f"one kernel after a kernel of >= {args.split_after_us:g} us" if args.split_after_us else
+            "in argmax_kernel")
+    print(f"{args.trace}: {len(kernels)} kernels, {len(steps)} steps ending {rule}")
     groups = collections.OrderedDict()
     previous_end = None
     for st in steps:
@@ -151,7 +159,7 @@ def main():
         groups[signature]["b2b" if gap is not None and gap < args.back_to_back_us else "other"].append(st)
     for number, (signature, parts) in enumerate(groups.items()):
         for part, group in parts.items():
-            if len(group) >= args.min_steps:
+            if len(group) >= args.min_steps and len(group[0]) >= args.min_kernels:
                 label = f"group {number} {'back to back' if part == 'b2b' else 'apart'}"
                 summarize(label, group, names, args.positions, args.csv_prefix)
 
