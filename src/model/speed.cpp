@@ -82,6 +82,14 @@ bool folds_one_row(const SpeedContext& ctx, const workloads::ModelArch& arch, Pr
          arch.activation == "silu";
 }
 
+// The separate FP8 quantization kernels ahead of each dense GEMM in a step of `tokens` tokens
+// (FrameworkProfile::fp8_quantize_kernels_per_gemm; 0 where none run).
+double fp8_quantize_kernels(const SpeedContext& ctx, const workloads::ModelArch& arch, Precision prec, double tokens) {
+  const auto& f = ctx.framework;
+  if (prec != Precision::fp8 || arch.is_moe() || arch.is_mla() || tokens < f.fp8_quantize_min_tokens) return 0;
+  return f.fp8_quantize_kernels_per_gemm;
+}
+
 void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::ModelArch& arch, const Parallelism& par,
                    Precision prec, double weight_bytes, double kv_bytes_per_element, double tokens,
                    const std::vector<AttentionGroup>& groups, double layers, double kernel_gap_us) {
@@ -165,6 +173,13 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
     }
     step.add(gemm_time(ctx, Precision::bf16, "router", tokens, e, h, 2, layers * moe_share));
   }
+  // FP8 activation quantization: an amax pass and a quantize pass over the inputs of qkv, o, gate/up
+  // and down (2 + 2 + 1 bytes per element).
+  const double quantize_kernels = fp8_quantize_kernels(ctx, arch, prec, tokens);
+  if (quantize_kernels > 0) {
+    const double inputs = h + heads * hd + h + static_cast<double>(arch.ffn_hidden) / t;
+    step.add(memory_time(ctx, "fp8_quantize", 5 * tokens * inputs, layers));
+  }
   // Norms, residual adds, RoPE: ~10 reads/writes of the hidden state per layer.
   step.add(memory_time(ctx, "norms_elementwise", 10 * tokens * h * kActivationBytes, layers));
   // Tensor parallelism: two all-reduces of the hidden state per layer (Megatron).
@@ -178,8 +193,8 @@ void add_layer_ops(StepTime& step, const SpeedContext& ctx, const workloads::Mod
   OpTime gaps{"kernel_gaps", 0, 0, 0, "overhead"};
   const double ffn = static_cast<double>(arch.ffn_hidden) / t;
   const bool fused = !arch.is_moe() && fused_swiglu(ctx, arch, prec, tokens, ffn);
-  const double kernels =
-      kKernelsPerLayer - (fused ? 1 : 0) - (folds_one_row(ctx, arch, prec, tokens) ? 3 : 0) + (par.tp > 1 ? 2 : 0);
+  const double kernels = kKernelsPerLayer - (fused ? 1 : 0) - (folds_one_row(ctx, arch, prec, tokens) ? 3 : 0) +
+                         (par.tp > 1 ? 2 : 0) + 4 * quantize_kernels;
   gaps.seconds = kernels * layers * kernel_gap_us * 1e-6;
   step.add(gaps);
 }
@@ -208,7 +223,8 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
   for (auto& e : top.array_of_tables("framework")) {
     e.reject_unknown_keys({"key", "name", "step_overhead_ms", "kernel_gap_us", "cuda_graphs", "memory_fraction",
                            "tp_overlap", "dp_overlap", "prunes_last_layer", "flash_efficiency", "eager_kernel_gap_us",
-                           "fused_swiglu_min_waves", "folds_elementwise_at_one_row", "source"});
+                           "fused_swiglu_min_waves", "folds_elementwise_at_one_row",
+                           "fp8_quantize_kernels_per_gemm", "fp8_quantize_min_tokens", "source"});
     FrameworkProfile f;
     f.key = e.required_string("key");
     e.set_entry(f.key);
@@ -225,6 +241,10 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
     if (e.has("flash_efficiency")) f.flash_efficiency = e.required_number("flash_efficiency", 0.01, 1);
     if (e.has("fused_swiglu_min_waves")) f.fused_swiglu_min_waves = e.required_number("fused_swiglu_min_waves", 0);
     f.folds_elementwise_at_one_row = e.optional_bool("folds_elementwise_at_one_row").value_or(false);
+    if (e.has("fp8_quantize_kernels_per_gemm")) {
+      f.fp8_quantize_kernels_per_gemm = e.required_number("fp8_quantize_kernels_per_gemm", 0, 8);
+    }
+    if (e.has("fp8_quantize_min_tokens")) f.fp8_quantize_min_tokens = e.required_number("fp8_quantize_min_tokens", 1);
     f.source = e.required_string("source");
     out.push_back(std::move(f));
   }

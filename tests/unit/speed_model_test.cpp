@@ -173,6 +173,38 @@ TEST(Speed, OneRowStepsFoldTheNormsAndSiluIntoTheGemvs) {
   for (const auto& f : frameworks()) EXPECT_EQ(f.folds_elementwise_at_one_row, f.key == "gpuscout") << f.key;
 }
 
+TEST(Speed, Fp8StepsAboveTheOwnKernelsPayTheQuantizationKernels) {
+  // gpuscout's engine quantizes each FP8 GEMM's input in two kernels of its own from 9 rows (cuBLASLt);
+  // the model adds their gaps (two per GEMM, four GEMMs a layer) and an fp8_quantize op.
+  const auto engine = context("H200-SXM-141GB", "gpuscout");
+  ASSERT_EQ(engine.framework.fp8_quantize_kernels_per_gemm, 2);
+  ASSERT_EQ(engine.framework.fp8_quantize_min_tokens, 9);
+  auto fused = engine;
+  fused.framework.fp8_quantize_kernels_per_gemm = 0;
+  InferenceSetup s;
+  s.arch = catalog().get("llama-3.1-8b").arch;
+  s.weights = parse_quantization("fp8", "--precision");
+  auto quantize_s = [&](const SpeedContext& c, int batch) {
+    double seconds = -1;  // -1: no fp8_quantize op
+    for (const auto& op : forward_step(c, s, batch, 1, 512).ops) {
+      if (op.key == "fp8_quantize") seconds = op.seconds;
+    }
+    return seconds;
+  };
+  const double quantize = quantize_s(engine, 32);
+  ASSERT_GT(quantize, 0);
+  EXPECT_EQ(quantize_s(fused, 32), -1);
+  const double gaps = 8 * 32 * engine.framework.kernel_gap_us * 1e-6;  // a graph-replayed decode step
+  EXPECT_NEAR(forward_step(engine, s, 32, 1, 512).seconds - forward_step(fused, s, 32, 1, 512).seconds,
+              quantize + gaps, 1e-12);
+  // Up to 8 rows (the engine's own FP8 kernels) and with BF16 weights: nothing added.
+  EXPECT_EQ(quantize_s(engine, 8), -1);
+  EXPECT_DOUBLE_EQ(forward_step(engine, s, 8, 1, 512).seconds, forward_step(fused, s, 8, 1, 512).seconds);
+  s.weights = parse_quantization("bf16", "--precision");
+  EXPECT_EQ(quantize_s(engine, 32), -1);
+  for (const auto& f : frameworks()) EXPECT_EQ(f.fp8_quantize_kernels_per_gemm > 0, f.key == "gpuscout") << f.key;
+}
+
 TEST(Speed, FlashEfficiencyScalesTheAttentionCoreOnly) {
   // A 32k-token prefill spends about a third of its FLOPs in causal attention: its compute time is
   // inversely proportional to the profile's flash_efficiency, and the GEMMs do not move.

@@ -45,6 +45,13 @@ struct FrameworkProfile {
   // RMSNorms and SiLU * up inside its GEMVs (gpuscout's ring GEMV: GemmRunner::run_normed and
   // run_silu_mul), so three kernels a layer and the activation op do not run. Optional, default false.
   bool folds_elementwise_at_one_row = false;
+  // FP8 weights: each dense GEMM's input is quantized to FP8 by kernels of its own ahead of the GEMM
+  // (gpuscout's engine: an amax kernel and a quantize kernel, GemmRunner::run) in steps of at least
+  // fp8_quantize_min_tokens tokens; below that its own GEMM kernels read the BF16 activations. Each such
+  // kernel is priced as a kernel gap, and the two passes as 5 bytes per element (read, read, FP8
+  // write). Optional, default 0: no separate quantization (fused into the kernel before, or unknown).
+  double fp8_quantize_kernels_per_gemm = 0;
+  double fp8_quantize_min_tokens = 1;
   // The attention core's FLOP rate as a fraction of a same-m GEMM's (the calibrated efficiency curve).
   // Optional in the file; 0.8 (an assumption for FlashAttention kernels) when absent.
   double flash_efficiency = 0.8;
