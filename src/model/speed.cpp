@@ -223,8 +223,8 @@ std::vector<FrameworkProfile> load_frameworks(const data::DataSource& source) {
   for (auto& e : top.array_of_tables("framework")) {
     e.reject_unknown_keys({"key", "name", "step_overhead_ms", "kernel_gap_us", "cuda_graphs", "memory_fraction",
                            "tp_overlap", "dp_overlap", "prunes_last_layer", "flash_efficiency", "eager_kernel_gap_us",
-                           "fused_swiglu_min_waves", "folds_elementwise_at_one_row",
-                           "fp8_quantize_kernels_per_gemm", "fp8_quantize_min_tokens", "source"});
+                           "fused_swiglu_min_waves", "folds_elementwise_at_one_row", "fp8_quantize_kernels_per_gemm",
+                           "fp8_quantize_min_tokens", "source"});
     FrameworkProfile f;
     f.key = e.required_string("key");
     e.set_entry(f.key);

@@ -195,8 +195,8 @@ TEST(Speed, Fp8StepsAboveTheOwnKernelsPayTheQuantizationKernels) {
   ASSERT_GT(quantize, 0);
   EXPECT_EQ(quantize_s(fused, 32), -1);
   const double gaps = 8 * 32 * engine.framework.kernel_gap_us * 1e-6;  // a graph-replayed decode step
-  EXPECT_NEAR(forward_step(engine, s, 32, 1, 512).seconds - forward_step(fused, s, 32, 1, 512).seconds,
-              quantize + gaps, 1e-12);
+  EXPECT_NEAR(forward_step(engine, s, 32, 1, 512).seconds - forward_step(fused, s, 32, 1, 512).seconds, quantize + gaps,
+              1e-12);
   // Up to 8 rows (the engine's own FP8 kernels) and with BF16 weights: nothing added.
   EXPECT_EQ(quantize_s(engine, 8), -1);
   EXPECT_DOUBLE_EQ(forward_step(engine, s, 8, 1, 512).seconds, forward_step(fused, s, 8, 1, 512).seconds);
