@@ -180,10 +180,12 @@ struct GemmRunner::Plan {
   bool skinny = false;      // launch_skinny_gemm instead
   int small_m_split = 0;    // > 0: launch_small_m_gemm with this k-split instead
   int small_m_variant = 0;
-  // The kernel tune() ranked second (cuBLASLt or our own, whichever lost) and both per-call times:
-  // swap_choice() exchanges the two. alternative_us < 0: there was no second kernel.
+  // The kernel tune() ranked second (cuBLASLt or our own, whichever lost; or cuBLASLt's runner-up,
+  // alternative_algo >= 0) and both per-call times: swap_choice() exchanges the two.
+  // alternative_us < 0: there was no second kernel.
   bool alternative_skinny = false;
   int alternative_split = 0, alternative_variant = 0;
+  int alternative_algo = -1;
   double chosen_us = -1, alternative_us = -1;
 };
 
@@ -198,6 +200,8 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
   const char* search = std::getenv("GPUSCOUT_GEMM_SEARCH");
   search_enabled_ = search != nullptr && std::strcmp(search, "1") == 0;
+  const char* lt_ties = std::getenv("GPUSCOUT_GEMM_LT_TIES");
+  lt_ties_enabled_ = lt_ties != nullptr && std::strcmp(lt_ties, "1") == 0;
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
     small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));
@@ -406,7 +410,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       timed.push_back(quick[i].second);
   }
   double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt, first_lt = -1;
-  int best_algo = 0;
+  int best_algo = 0, runner_up_algo = -1;
   for (int a : timed) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
     double t = 0;
@@ -417,11 +421,13 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
     }
     if (a == 0) first_lt = t;
     if (t < best_lt) {
+      if (best_lt < std::numeric_limits<double>::max()) runner_up_algo = best_algo;
       runner_up_lt = best_lt;
       best_lt = t;
       best_algo = a;
-    } else {
-      runner_up_lt = std::min(runner_up_lt, t);
+    } else if (t < runner_up_lt) {
+      runner_up_lt = t;
+      runner_up_algo = a;
     }
   }
   if (best_lt == std::numeric_limits<double>::max()) {
@@ -469,6 +475,7 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
   p.alternative_us = -1;
   p.alternative_skinny = false;
   p.alternative_split = p.alternative_variant = 0;
+  p.alternative_algo = -1;
   std::string line;
   if (rows <= kSkinnyMaxRows) {
     const double skinny = time_us(0, true);
@@ -516,6 +523,10 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
                        small ? "cublaslt" : small_name, small ? best_lt : best_small, lt_pick, kSmallMVariants,
                        splits.size());
   } else {
+    if (lt_ties_enabled_ && runner_up_algo >= 0) {
+      p.alternative_algo = runner_up_algo;
+      p.alternative_us = runner_up_lt;
+    }
     line = fmt::format("{} m={} ({}x{}): cublaslt {:.1f} us ({})", c.name, rows, c.out, c.in, best_lt, lt_pick);
   }
   (void)cudaEventDestroy(start);
@@ -525,6 +536,10 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
 
 void GemmRunner::set_config_search(bool on) {
   search_enabled_ = on;
+}
+
+void GemmRunner::set_lt_ties(bool on) {
+  lt_ties_enabled_ = on;
 }
 
 int GemmRunner::cublaslt_candidate_count(int cls, int rows) {
@@ -552,6 +567,7 @@ void GemmRunner::swap_choice(int cls, int rows) {
   std::swap(p.skinny, p.alternative_skinny);
   std::swap(p.small_m_split, p.alternative_split);
   std::swap(p.small_m_variant, p.alternative_variant);
+  if (p.alternative_algo >= 0) std::swap(p.chosen, p.alternative_algo);
   std::swap(p.chosen_us, p.alternative_us);
 }
 
@@ -560,6 +576,7 @@ std::string GemmRunner::choice_name(int cls, int rows) {
   const Class& c = *classes_.at(cls);
   if (p.skinny) return skinny_is_ring(rows, c.fp8()) ? "ring" : "skinny";
   if (p.small_m_split > 0) return "small_m";
+  if (p.alternative_algo >= 0) return fmt::format("cublaslt#{}", p.chosen + 1);
   return "cublaslt";
 }
 

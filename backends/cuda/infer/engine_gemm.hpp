@@ -98,7 +98,9 @@ class GemmRunner {
   // times such pairs in whole decode steps and may swap_choice() to the second.
   double tie_margin(int cls, int rows);
   void swap_choice(int cls, int rows);
-  std::string choice_name(int cls, int rows);  // "cublaslt", "skinny", "ring" or "small_m"
+  // "cublaslt", "skinny", "ring" or "small_m"; "cublaslt#N" (candidate N, from 1) where the second
+  // kernel is another cuBLASLt candidate.
+  std::string choice_name(int cls, int rows);
   const std::string& class_name(int cls) const;
 
   // Tests only: up to kSkinnyMaxRows rows tune() keeps our kernel (skinny/ring) whatever the times,
@@ -107,6 +109,8 @@ class GemmRunner {
 
   // The configuration search for the tune() calls that follow, whatever GPUSCOUT_GEMM_SEARCH says.
   void set_config_search(bool on);
+  // cuBLASLt's runner-up as the second kernel above kSkinnyMaxRows, whatever GPUSCOUT_GEMM_LT_TIES says.
+  void set_lt_ties(bool on);
   // Tests only: the cuBLASLt candidates of this class and row count (the heuristic's, then after
   // tune() the search's), and run() through candidate `index` of them, so each can be checked.
   int cublaslt_candidate_count(int cls, int rows);
@@ -137,6 +141,10 @@ class GemmRunner {
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
   bool search_enabled_ = false;  // GPUSCOUT_GEMM_SEARCH=1
+  // GPUSCOUT_GEMM_LT_TIES=1: above kSkinnyMaxRows rows, where only cuBLASLt is timed, its runner-up
+  // candidate is the second kernel the engine may time in whole steps (a pick can start ~4 us late in
+  // a step, after a small kernel, which per-call timing does not show: bench/NOTES.md, session 26).
+  bool lt_ties_enabled_ = false;
   bool prefer_own_ = false;
   TuneTimes last_tune_;
   std::vector<std::unique_ptr<Class>> classes_;
