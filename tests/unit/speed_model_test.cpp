@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "gpuscout/data/data_source.hpp"
 #include "gpuscout/specs/spec_db.hpp"
 #include "gpuscout/util/error.hpp"
@@ -19,6 +21,16 @@ using test::catalog;
 using test::context;
 using test::db;
 using test::frameworks;
+
+// The seconds of op `key` in a forward step of `batch` sequences of `tokens` new tokens after `context`
+// cached ones; -1 where the step has no such op.
+double op_seconds(const SpeedContext& c, const InferenceSetup& s, int batch, int tokens, int context,
+                  const std::string& key) {
+  for (const auto& op : forward_step(c, s, batch, tokens, context).ops) {
+    if (op.key == key) return op.seconds;
+  }
+  return -1;
+}
 
 TEST(Frameworks, ProfilesLoadWithSources) {
   ASSERT_EQ(frameworks().size(), 6u);
@@ -113,11 +125,7 @@ TEST(Speed, FusedSwigluDropsTheActivationKernelOfLargeBf16StepsOnHopper) {
   s.arch = catalog().get("llama-3.1-8b").arch;
   s.weights = parse_quantization("bf16", "--precision");
   auto activation_s = [&](const SpeedContext& c, int batch, int tokens) {
-    double seconds = -1;  // -1: no activation op
-    for (const auto& op : forward_step(c, s, batch, tokens, 0).ops) {
-      if (op.key == "activation") seconds = op.seconds;
-    }
-    return seconds;
+    return op_seconds(c, s, batch, tokens, 0, "activation");
   };
   EXPECT_EQ(activation_s(fused, 16, 512), -1);  // 8192 tokens
   const double act = activation_s(unfused, 16, 512);
@@ -152,13 +160,7 @@ TEST(Speed, OneRowStepsFoldTheNormsAndSiluIntoTheGemvs) {
   InferenceSetup s;
   s.arch = catalog().get("llama-3.1-8b").arch;
   s.weights = parse_quantization("bf16", "--precision");
-  auto activation_s = [&](const SpeedContext& c, int batch) {
-    double seconds = -1;  // -1: no activation op
-    for (const auto& op : forward_step(c, s, batch, 1, 512).ops) {
-      if (op.key == "activation") seconds = op.seconds;
-    }
-    return seconds;
-  };
+  auto activation_s = [&](const SpeedContext& c, int batch) { return op_seconds(c, s, batch, 1, 512, "activation"); };
   EXPECT_EQ(activation_s(folds, 1), -1);
   const double act = activation_s(plain, 1);
   ASSERT_GT(act, 0);
@@ -184,13 +186,7 @@ TEST(Speed, Fp8StepsAboveTheOwnKernelsPayTheQuantizationKernels) {
   InferenceSetup s;
   s.arch = catalog().get("llama-3.1-8b").arch;
   s.weights = parse_quantization("fp8", "--precision");
-  auto quantize_s = [&](const SpeedContext& c, int batch) {
-    double seconds = -1;  // -1: no fp8_quantize op
-    for (const auto& op : forward_step(c, s, batch, 1, 512).ops) {
-      if (op.key == "fp8_quantize") seconds = op.seconds;
-    }
-    return seconds;
-  };
+  auto quantize_s = [&](const SpeedContext& c, int batch) { return op_seconds(c, s, batch, 1, 512, "fp8_quantize"); };
   const double quantize = quantize_s(engine, 32);
   ASSERT_GT(quantize, 0);
   EXPECT_EQ(quantize_s(fused, 32), -1);
