@@ -636,9 +636,10 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
       r.gemm->run_normed(r.g_qkv, d.rows, r.h, l.attn_norm, cfg.norm_eps, r.xn, l.wqkv, r.qkv, st);
     }
     // Decode-only steps: o's weights into the L2 while RoPE and attention leave HBM time unused.
-    const L2Prefetch o_ahead = o_prefetch_from != PrefetchFrom::none && d.np == 0 && d.nd > 0
-                                   ? L2Prefetch{l.wo, static_cast<std::size_t>(s.q_dim) * hidden * (opt.fp8_weights ? 1 : sizeof(bf16))}
-                                   : L2Prefetch{};
+    const L2Prefetch o_ahead =
+        o_prefetch_from != PrefetchFrom::none && d.np == 0 && d.nd > 0
+            ? L2Prefetch{l.wo, static_cast<std::size_t>(s.q_dim) * hidden * (opt.fp8_weights ? 1 : sizeof(bf16))}
+            : L2Prefetch{};
     if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
                            static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias,
@@ -1366,8 +1367,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                                  : gate_up_swiglu_min_rows(config.ffn_hidden / e.tp, min_sms);
   }
   if (const char* from = std::getenv("GPUSCOUT_L2_PREFETCH"); from != nullptr && *from != '\0' && *from != '0') {
-    const double o_bytes = static_cast<double>(config.heads / e.tp) * config.head_dim * config.hidden *
-                           (options.fp8_weights ? 1 : 2);
+    const double o_bytes =
+        static_cast<double>(config.heads / e.tp) * config.head_dim * config.hidden * (options.fp8_weights ? 1 : 2);
     if (o_bytes <= kL2PrefetchShare * min_l2_bytes) {
       e.o_prefetch_from = std::strcmp(from, "2") == 0 ? Impl::PrefetchFrom::attention : Impl::PrefetchFrom::rope;
       e.info.l2_prefetch = fmt::format("o weights {:.1f} MB from {}", o_bytes / 1e6,

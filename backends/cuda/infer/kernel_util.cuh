@@ -253,7 +253,8 @@ __device__ __forceinline__ void prefetch_l2_share(const L2Prefetch& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // below: nothing (the engine asks only there)
   if (p.bytes == 0 || threadIdx.x + threadIdx.y + threadIdx.z != 0) return;
   const std::uint64_t blocks = static_cast<std::uint64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const std::uint64_t block = blockIdx.x + static_cast<std::uint64_t>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z);
+  const std::uint64_t block =
+      blockIdx.x + static_cast<std::uint64_t>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z);
   const std::uint64_t units = p.bytes / 16;
   const std::uint64_t begin = units * block / blocks * 16, end = units * (block + 1) / blocks * 16;
   constexpr std::uint64_t kChunk = 64 * 1024;
