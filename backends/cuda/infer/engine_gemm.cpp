@@ -200,8 +200,7 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
   const char* search = std::getenv("GPUSCOUT_GEMM_SEARCH");
   search_enabled_ = search != nullptr && std::strcmp(search, "1") == 0;
-  const char* lt_ties = std::getenv("GPUSCOUT_GEMM_LT_TIES");
-  lt_ties_enabled_ = lt_ties != nullptr && std::strcmp(lt_ties, "1") == 0;
+  lt_ties_enabled_ = env_switch_on("GPUSCOUT_GEMM_LT_TIES");
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);
     small_m_ws_.counter_count = static_cast<int>(kSmallMCounterBytes / sizeof(unsigned));
