@@ -7,7 +7,8 @@
 # `infer_engine_test --bench MODEL` with 0, 1 and 2, interleaved ROUNDS times.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 [MODEL=llama-3.1-8b] [CHECKS=0]
 #   bash bench/run_l2_prefetch_ab_h200.sh
-# Writes $OUT/l2-prefetch-ab.txt.
+# Writes $OUT/l2-prefetch-ab.txt. The switch is gone since (no gain; bench/NOTES.md, session 27): run it
+# with a build of commit 2972bb1.
 set -u
 source bench/dist_env.sh
 model=${MODEL:-llama-3.1-8b}

@@ -557,12 +557,11 @@ int bench(const std::string& model, const BenchFlags& flags) {
   fmt::print(
       "{} TP{}: start-up {:.2f} s | {} weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
       "workspace {:.2f} GB | graphs {} | programmatic launch {} | prefill attention {} | last layer {} | gate/up {} "
-      "(from {} rows) | L2 prefetch {}\n",
+      "(from {} rows)\n",
       cfg.name, tp, startup, info.weight_format, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9,
       info.kv_blocks, info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
       info.programmatic_launch ? "on" : "off", info.prefill_attention,
-      info.last_layer_pruned ? "pruned to the sampling rows" : "every row", info.mlp_gate_up, info.swiglu_min_rows,
-      info.l2_prefetch);
+      info.last_layer_pruned ? "pruned to the sampling rows" : "every row", info.mlp_gate_up, info.swiglu_min_rows);
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
   for (const auto& line : info.attention_choices) fmt::print("  attention {}\n", line);
 

@@ -637,7 +637,6 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   engine_record.params["last_layer_pruned"] = info.last_layer_pruned;
   engine_record.params["mlp_gate_up"] = info.mlp_gate_up;
   engine_record.params["swiglu_min_rows"] = info.swiglu_min_rows;
-  engine_record.params["l2_prefetch"] = info.l2_prefetch;
   engine_record.extra["graph_buckets"] = info.graph_buckets;
   engine_record.extra["gemm_choices"] = info.gemm_choices;
   engine_record.extra["attention_choices"] = info.attention_choices;

@@ -134,13 +134,8 @@ struct TileCursor {
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
-                            AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2,
-                            L2Prefetch prefetch) {
+                            AttentionShape shape, Workspace ws, bf16* out, int out_stride, float scale_log2) {
   using T = Tile<D>;
-  prefetch_l2_share(prefetch);
-  // While weights are being prefetched, K/V lines go first: they are read once a step.
-  const bool kv_evict_first = prefetch.bytes > 0;
-  const std::uint64_t kv_policy = kv_evict_first ? l2_evict_first_policy() : 0;
   extern __shared__ uint4 dynamic_smem[];
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem);                             // [kStages][kElems]
   bf16* vs = ks + kStages * T::kElems;                                          // [kStages][kElems]
@@ -250,13 +245,8 @@ __global__ void __launch_bounds__(kThreads)
       const bool valid = row != kNoRow;
       const std::int64_t src = valid ? static_cast<std::int64_t>(row) * D + cc * 8 : 0;
       const int dst = stage * T::kElems + T::offset(r, cc);
-      if (kv_evict_first) {
-        cp_async16_policy(ks + dst, k_cache + src, valid ? 16 : 0, kv_policy);
-        cp_async16_policy(vs + dst, v_cache + src, valid ? 16 : 0, kv_policy);
-      } else {
-        cp_async16(ks + dst, k_cache + src, valid ? 16 : 0);
-        cp_async16(vs + dst, v_cache + src, valid ? 16 : 0);
-      }
+      cp_async16(ks + dst, k_cache + src, valid ? 16 : 0);
+      cp_async16(vs + dst, v_cache + src, valid ? 16 : 0);
     }
   };
   auto issue_queries = [&](const TileCursor& at, int stage) {
@@ -576,8 +566,7 @@ Workspace workspace_layout(void* base, int num_seqs, int heads, int splits) {
 template <int D, int G>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
-                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2,
-                        L2Prefetch prefetch) {
+                        AttentionShape shape, Workspace ws, int splits, int split_tokens, float scale_log2) {
   constexpr int kTpt = D / 8;  // threads per token row (one 16-byte vector each)
   constexpr int kTokensPerStep = kThreads / kTpt;
   constexpr int kUnroll = 8;  // rows in flight per thread
@@ -589,7 +578,6 @@ __global__ void __launch_bounds__(kThreads)
   // once so that no K or V load waits for a block-table load. 32 bits: < 2^32 rows of >= 64 bytes.
   __shared__ std::uint32_t rows[kDecodeSplitTokens];
 
-  prefetch_l2_share(prefetch);  // K/V loads are ldg_stream's already
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   const int ctx = batch.q_len[seq] > 0 ? batch.context_len[seq] : 0;
   const int start = split * split_tokens;
@@ -826,8 +814,7 @@ std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_d
 
 void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream,
-                                  const L2Prefetch& prefetch) {
+                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
   const int pairs = batch.num_seqs * shape.kv_heads;
   if (pairs > kMaxPairs || batch.num_seqs >= kMaxPairs) {
@@ -850,13 +837,13 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
     const int blocks = std::clamp(grid_blocks > 0 ? grid_blocks : sms * resident, 1, streaming::kMaxGridBlocks);
     launch_kernel(streaming::decode_attention_kernel<D>, dim3(blocks), streaming::kThreads,
                   streaming::dynamic_smem_bytes<D>(batch.num_seqs), stream, q, q_stride, k_cache, v_cache, batch, shape,
-                  ws, out, out_stride, scale_log2, prefetch);
+                  ws, out, out_stride, scale_log2);
   });
 }
 
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                    const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                                   int out_stride, cudaStream_t stream, const L2Prefetch& prefetch) {
+                                   int out_stride, cudaStream_t stream) {
   if (batch.num_seqs <= 0) return;
   using namespace split;
   const int tokens = split_tokens(batch.num_seqs, shape.kv_heads, batch.max_context, kDecodeBlockBudget);
@@ -867,7 +854,7 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     dispatch_int<1, kMaxGroup>(shape.heads / shape.kv_heads, [&](auto g) {
       launch_kernel(decode_split_kernel<decltype(d)::value, decltype(g)::value>, grid, kThreads, 0, stream, q, q_stride,
-                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2, prefetch);
+                    k_cache, v_cache, batch, shape, ws, splits, tokens, scale_log2);
     });
   });
   launch_kernel(decode_merge_kernel, dim3(shape.heads, batch.num_seqs), shape.head_dim, 0, stream, batch, shape, ws,
@@ -876,8 +863,7 @@ void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_ca
 
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan,
-                             const L2Prefetch& prefetch) {
+                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
   using K = DecodeAttentionPlan::Kernel;
   bool streaming =
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
@@ -889,10 +875,9 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
   }
   if (streaming) {
     launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
-                                 batch, shape, workspace, out, out_stride, stream, prefetch);
+                                 batch, shape, workspace, out, out_stride, stream);
   } else {
-    launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream,
-                                  prefetch);
+    launch_decode_attention_split(q, q_stride, k_cache, v_cache, batch, shape, workspace, out, out_stride, stream);
   }
 }
 

@@ -72,10 +72,6 @@ namespace {
 constexpr std::size_t kAlign = 256;  // cuBLASLt's default operand alignment assumption
 constexpr std::size_t kLtWorkspaceBytes = 32ull << 20;
 constexpr int kDefaultMaxContext = 32768;
-// The most of the L2 the o weights a decode step prefetches may take (EngineInfo::l2_prefetch): the
-// rest holds the step's activations and whatever K/V has not been evicted yet. An assumption, not
-// measured: a range much larger than the L2 would push its own first lines out before the GEMM.
-constexpr double kL2PrefetchShare = 0.7;
 constexpr double kGB = 1e9;
 
 std::size_t align_up(std::size_t v, std::size_t a) {
@@ -338,9 +334,6 @@ struct CudaEngine::Impl {
   EngineOptions opt;
   EngineInfo info;
   int tp = 1;
-  // Which kernel of a decode step asks the L2 for the o projection's weights (EngineInfo::l2_prefetch).
-  enum class PrefetchFrom { none, rope, attention };
-  PrefetchFrom o_prefetch_from = PrefetchFrom::none;
   int max_context = 0, mbps = 0, rows_cap = 0, max_running = 0, max_step_tokens = 0;
   std::vector<int> buckets;
   // Graph keys besides the bucket: the bound on the context the decode attention grid is sized for
@@ -635,15 +628,9 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     } else {
       r.gemm->run_normed(r.g_qkv, d.rows, r.h, l.attn_norm, cfg.norm_eps, r.xn, l.wqkv, r.qkv, st);
     }
-    // Decode-only steps: o's weights into the L2 while RoPE and attention leave HBM time unused.
-    const L2Prefetch o_ahead =
-        o_prefetch_from != PrefetchFrom::none && d.np == 0 && d.nd > 0
-            ? L2Prefetch{l.wo, static_cast<std::size_t>(s.q_dim) * hidden * (opt.fp8_weights ? 1 : sizeof(bf16))}
-            : L2Prefetch{};
     if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
-                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias,
-                           o_prefetch_from == PrefetchFrom::rope ? o_ahead : L2Prefetch{});
+                           static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
     }
     if (pruned) {
       // The last layer's K/V are stored; only the sampling rows go on (their hidden states feed the
@@ -668,7 +655,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     }
     if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim, st,
-                              d.attention, o_prefetch_from == PrefetchFrom::attention ? o_ahead : L2Prefetch{});
+                              d.attention);
     }
     if (d.np > 0 && !(skip & knock_out_attention)) {
       launch_prefill_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, pre, shape, r.attn, s.q_dim, st);
@@ -1324,7 +1311,7 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   int device_count = 0;
   GPUSCOUT_CUDA_CHECK(cudaGetDeviceCount(&device_count));
   bool pdl_capable = true, prefill_wgmma = prefill_attention_wgmma_by_default(), swiglu_gemm = true;
-  int min_sms = std::numeric_limits<int>::max(), min_l2_bytes = std::numeric_limits<int>::max();
+  int min_sms = std::numeric_limits<int>::max();
   for (std::size_t i = 0; i < options.gpus.size(); ++i) {
     const int g = options.gpus[i];
     if (g < 0 || g >= device_count) {
@@ -1348,7 +1335,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
                   gate_up_swiglu_supported(config.hidden, config.ffn_hidden / e.tp, prop.major, prop.minor) &&
                   gate_up_swiglu_fits(g);
     min_sms = std::min(min_sms, prop.multiProcessorCount);
-    min_l2_bytes = std::min(min_l2_bytes, prop.major >= 9 ? prop.l2CacheSize : 0);
     if (options.fp8_weights && prop.major * 10 + prop.minor < 89) {
       throw gpuscout::UsageError(
           fmt::format("GPU {} ({}, compute capability {}.{}) has no FP8 tensor cores: FP8 weights need compute "
@@ -1365,15 +1351,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     e.info.swiglu_min_rows = options.fused_swiglu_min_rows > 0
                                  ? options.fused_swiglu_min_rows
                                  : gate_up_swiglu_min_rows(config.ffn_hidden / e.tp, min_sms);
-  }
-  if (const char* from = std::getenv("GPUSCOUT_L2_PREFETCH"); from != nullptr && *from != '\0' && *from != '0') {
-    const double o_bytes =
-        static_cast<double>(config.heads / e.tp) * config.head_dim * config.hidden * (options.fp8_weights ? 1 : 2);
-    if (o_bytes <= kL2PrefetchShare * min_l2_bytes) {
-      e.o_prefetch_from = std::strcmp(from, "2") == 0 ? Impl::PrefetchFrom::attention : Impl::PrefetchFrom::rope;
-      e.info.l2_prefetch = fmt::format("o weights {:.1f} MB from {}", o_bytes / 1e6,
-                                       e.o_prefetch_from == Impl::PrefetchFrom::rope ? "rope" : "attention");
-    }
   }
   // Process-wide (kernels.hpp): the last engine created decides.
   e.info.programmatic_launch = options.programmatic_launch && pdl_capable;

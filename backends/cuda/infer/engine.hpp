@@ -119,11 +119,6 @@ struct EngineInfo {
   // the SiLU * up kernel: the fused kernel off, and always for smaller steps; swiglu_min_rows 0).
   std::string mlp_gate_up = "cublaslt, silu";
   int swiglu_min_rows = 0;
-  // Decode steps: the o projection's weights asked into the L2 (kernels.hpp, L2Prefetch) by the
-  // RoPE kernel or by decode attention, "off" otherwise. GPUSCOUT_L2_PREFETCH=1 (RoPE) or 2
-  // (attention) turns it on, on compute capability 9.0+ where the rank's o weights fit 70% of the
-  // L2 (engine.cpp, kL2PrefetchShare): "o weights 33.6 MB from attention".
-  std::string l2_prefetch = "off";
   // One line per GEMM shape class the engine timed: "qkv m=1: skinny 41.2 us vs cublaslt 48.0 us".
   std::vector<std::string> gemm_choices;
   // One line per decode bucket and context class, when timed: the plan kept, then each candidate's

@@ -246,40 +246,6 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
       : "memory");
 }
 
-// This block's share of `p` (kernels.hpp: L2Prefetch), issued by its thread 0 in bulk prefetches of
-// at most 64 KB; the blocks of any grid shape split the range evenly in 16-byte units. Nothing waits
-// for the prefetches: the GEMM after finds what has arrived by then.
-__device__ __forceinline__ void prefetch_l2_share(const L2Prefetch& p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // below: nothing (the engine asks only there)
-  if (p.bytes == 0 || threadIdx.x + threadIdx.y + threadIdx.z != 0) return;
-  const std::uint64_t blocks = static_cast<std::uint64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const std::uint64_t block =
-      blockIdx.x + static_cast<std::uint64_t>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z);
-  const std::uint64_t units = p.bytes / 16;
-  const std::uint64_t begin = units * block / blocks * 16, end = units * (block + 1) / blocks * 16;
-  constexpr std::uint64_t kChunk = 64 * 1024;
-  for (std::uint64_t at = begin; at < end; at += kChunk) {
-    const unsigned bytes = static_cast<unsigned>(end - at < kChunk ? end - at : kChunk);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(static_cast<const char*>(p.ptr) + at), "r"(bytes)
-                 : "memory");
-  }
-#else
-  (void)p;
-#endif
-}
-// An L2 policy for loads streamed once (decode attention's K/V while weights are prefetched): their
-// lines go first when the L2 needs room.
-__device__ __forceinline__ std::uint64_t l2_evict_first_policy() {
-  std::uint64_t policy = 0;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-// cp_async16 under an L2 policy (l2_evict_first_policy).
-__device__ __forceinline__ void cp_async16_policy(void* dst, const void* src, int src_bytes, std::uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes), "l"(policy));
-}
-
 // Programmatic dependent launch (Hopper+). A kernel launched with launch_kernel() may start while
 // the kernel before it in the stream is still running; it must call pdl_wait() before it reads
 // anything an earlier kernel wrote or writes anything an earlier kernel reads (griddepcontrol.wait

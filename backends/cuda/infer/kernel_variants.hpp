@@ -41,11 +41,10 @@ void launch_skinny_gemm_path(SkinnyPath path, const bf16* x, int rows, const bf1
 // per SM, its default; at most 1024), and the split (flash-decoding) one with its merge kernel.
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                    const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                                   int out_stride, cudaStream_t stream, const L2Prefetch& prefetch = {});
+                                   int out_stride, cudaStream_t stream);
 void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, const bf16* k_cache,
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
-                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream,
-                                  const L2Prefetch& prefetch = {});
+                                  void* workspace, bf16* out, int out_stride, cudaStream_t stream);
 
 // A kernel choice's switch for A/B runs: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);

@@ -193,8 +193,7 @@ constexpr int kRopeMaxTokens = 16;  // tokens per block at prefill sizes
 __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32_t* positions,
                                      const std::int32_t* slot_mapping, int rows, int tokens_per_block,
                                      AttentionShape shape, float theta, bf16* k_cache, bf16* v_cache, const bf16* bias,
-                                     RopeAccess access, L2Prefetch prefetch) {
-  prefetch_l2_share(prefetch);
+                                     RopeAccess access) {
   __shared__ std::int64_t slot_block[kRopeMaxTokens];
   __shared__ int slot_offset[kRopeMaxTokens];
   const int t0 = blockIdx.x * tokens_per_block;
@@ -769,7 +768,7 @@ void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, floa
 
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream, const bf16* qkv_bias, const L2Prefetch& prefetch) {
+                          cudaStream_t stream, const bf16* qkv_bias) {
   if (rows <= 0) return;
   const int groups = (shape.heads + shape.kv_heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
   // One token per block up to 1023 rows (decode, small chunks), then rows / 512 up to 16.
@@ -786,7 +785,7 @@ void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positio
   const std::size_t smem = (2 * static_cast<std::size_t>(tokens_per_block) + 1) * (shape.head_dim / 2) * sizeof(float);
   launch_kernel(rope_store_kv_kernel, dim3((rows + tokens_per_block - 1) / tokens_per_block, groups), 256, smem, stream,
                 qkv, qkv_stride, positions, slot_mapping, rows, tokens_per_block, shape, rope_theta, k_cache, v_cache,
-                qkv_bias, access, prefetch);
+                qkv_bias, access);
 }
 
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream) {

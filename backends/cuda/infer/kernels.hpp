@@ -63,17 +63,6 @@ class ProgrammaticLaunchPause {
   ProgrammaticLaunchPause& operator=(const ProgrammaticLaunchPause&) = delete;
 };
 
-// Weights (which no step writes) that a kernel asks the L2 to fetch for a GEMM later in the step,
-// in HBM time the kernel itself leaves unused (decode attention streams K/V at ~70% of the copy rate;
-// RoPE and the norms hardly read anything). Each block issues its share of the range as bulk
-// prefetches (cp.async.bulk.prefetch.L2, compute capability 9.0+; elsewhere nothing) before its
-// pdl_wait, and the kernel's own streamed loads are marked evict-first so that they do not push
-// the prefetched lines out. `ptr` 16-byte aligned; bytes 0: none.
-struct L2Prefetch {
-  const void* ptr = nullptr;
-  std::size_t bytes = 0;
-};
-
 // Empty string when the kernels support the shape, else why not ("head_dim 96 not supported: 64 or 128").
 const char* check_attention_shape(const AttentionShape& shape);
 
@@ -99,7 +88,7 @@ void launch_rmsnorm(const bf16* x, const bf16* weight, int rows, int width, floa
 // attention reads V from the cache only).
 void launch_rope_store_kv(bf16* qkv, int qkv_stride, const std::int32_t* positions, const std::int32_t* slot_mapping,
                           int rows, const AttentionShape& shape, float rope_theta, bf16* k_cache, bf16* v_cache,
-                          cudaStream_t stream, const bf16* qkv_bias = nullptr, const L2Prefetch& prefetch = {});
+                          cudaStream_t stream, const bf16* qkv_bias = nullptr);
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, ffn + i] (gate columns first, then up).
 void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
@@ -120,8 +109,7 @@ struct DecodeAttentionPlan {
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
-                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {},
-                             const L2Prefetch& prefetch = {});
+                             int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {});
 // The plans worth timing on the current GPU for this head size (the engine times them per decode
 // bucket and context class at start-up): split, and streaming on 1, 2, ... blocks per SM up to the
 // blocks that fit one SM. describe(): "split", "streaming 264 blocks (2/SM)", "automatic".
