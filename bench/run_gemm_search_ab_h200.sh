@@ -5,7 +5,9 @@
 # against the CPU reference) and the engine's checks against the CPU reference with the search on
 # (on by default in build 7fa6fdf, where this first ran; off by default since). Then
 # `infer_engine_test --bench llama-3.1-8b` with the search off and on, interleaved ROUNDS times
-# (each run builds its own engine; start-up time, decode steps, prefill, mixed steps).
+# (each run builds its own engine; start-up time, decode steps, prefill, mixed steps). Session 27 ran it
+# again with cuBLASLt's runner-up in the in-step resolution (on by default since), where a searched
+# pick is timed in whole steps against the heuristic's best.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_gemm_search_ab_h200.sh
 # Writes $OUT/gemm-search-ab.txt.
 set -u
@@ -20,7 +22,7 @@ ab_begin gemm-search-ab
     for value in 0 1; do
       echo "== engine timing GPUSCOUT_GEMM_SEARCH=$value, round $round"
       GPUSCOUT_GEMM_SEARCH=$value "$DIST/infer_engine_test" --bench llama-3.1-8b 2>&1 |
-        grep -E "start-up|decode batch|prefill|static|device" | cut -c1-300
+        grep -E "start-up|decode batch|graph replays|prefill|static|device|in-step batch (8|32)" | cut -c1-400
     done
   done
 } >>"$log" 2>&1

@@ -16,6 +16,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -270,8 +271,20 @@ void test_runner() {
     for (int pass = 0; pass < (second ? 2 : 1); ++pass) {
       if (pass == 1) runner.swap_choice(cls, rows);
       const std::string chosen = runner.choice_name(cls, rows);
-      if (pass == 1)
+      if (pass == 1) {
         report("runner rows " + std::to_string(rows) + " swapped", chosen != tuned, tuned + " -> " + chosen);
+        // A searched pick's second kernel is the best of cuBLASLt's heuristic candidates, which come
+        // first ("cublaslt#N", N from 1; the tune line says "..., searched, ...; H heuristic + ...").
+        const std::size_t heuristic_at = line.find(" heuristic + ");
+        if (line.find(", searched,") != std::string::npos && heuristic_at != std::string::npos) {
+          const int heuristic = std::atoi(line.c_str() + line.rfind(' ', heuristic_at - 1) + 1);
+          const std::size_t hash = chosen.find('#');
+          const int second_index = hash == std::string::npos ? 0 : std::atoi(chosen.c_str() + hash + 1);
+          report("runner rows " + std::to_string(rows) + " searched pick against the heuristic's best",
+                 second_index >= 1 && second_index <= heuristic,
+                 chosen + " of " + std::to_string(heuristic) + " heuristic candidates");
+        }
+      }
       for (bool accumulate : {false, true}) {
         dy.upload(accumulate ? residual : std::vector<u16>(dy.n, kPoison));
         runner.run(cls, rows, dx.as<bf16>(), ptrs[layer], dy.as<bf16>(), accumulate, stream);

@@ -409,7 +409,8 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       timed.push_back(quick[i].second);
   }
   double best_lt = std::numeric_limits<double>::max(), runner_up_lt = best_lt, first_lt = -1;
-  int best_algo = 0, runner_up_algo = -1;
+  double best_heuristic_lt = best_lt;
+  int best_algo = 0, runner_up_algo = -1, best_heuristic_algo = -1;
   for (int a : timed) {
     // An algorithm the heuristic offered can still refuse these pointers; skip it then.
     double t = 0;
@@ -419,6 +420,10 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
       continue;
     }
     if (a == 0) first_lt = t;
+    if (a < p.heuristic_count && t < best_heuristic_lt) {
+      best_heuristic_lt = t;
+      best_heuristic_algo = a;
+    }
     if (t < best_lt) {
       if (best_lt < std::numeric_limits<double>::max()) runner_up_algo = best_algo;
       runner_up_lt = best_lt;
@@ -522,9 +527,14 @@ std::string GemmRunner::tune(int cls, int rows, const bf16* x_scratch, bf16* y_s
                        small ? "cublaslt" : small_name, small ? best_lt : best_small, lt_pick, kSmallMVariants,
                        splits.size());
   } else {
-    if (lt_ties_enabled_ && runner_up_algo >= 0) {
-      p.alternative_algo = runner_up_algo;
-      p.alternative_us = runner_up_lt;
+    // A searched pick's second kernel is the heuristic's best rather than the runner-up (most likely
+    // another searched one): the search's per-call gains need not survive a step (session 26's
+    // timeline: some searched picks start ~4 us late after a small kernel), and the in-step timing
+    // decides between the two.
+    const bool searched_pick = best_algo >= p.heuristic_count && best_heuristic_algo >= 0;
+    if (lt_ties_enabled_ && (searched_pick || runner_up_algo >= 0)) {
+      p.alternative_algo = searched_pick ? best_heuristic_algo : runner_up_algo;
+      p.alternative_us = searched_pick ? best_heuristic_lt : runner_up_lt;
     }
     line = fmt::format("{} m={} ({}x{}): cublaslt {:.1f} us ({})", c.name, rows, c.out, c.in, best_lt, lt_pick);
   }
