@@ -11,12 +11,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <limits>
 #include <random>
 #include <stdexcept>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
