@@ -144,7 +144,8 @@ class GemmRunner {
   // Above kSkinnyMaxRows rows, where only cuBLASLt is timed, its runner-up candidate is the second
   // kernel the engine may time in whole steps (a pick can start ~4 us late in a step, after a small
   // kernel, which per-call timing does not show: bench/NOTES.md, session 26). On one H200 batch-32
-  // steps 0.5-0.7% faster, start-up +4.7 s (session 27). GPUSCOUT_GEMM_LT_TIES=0 turns it off.
+  // steps 0.5-0.7% faster, start-up +4.7 s (session 27). With the configuration search on, a searched
+  // pick's second kernel is the heuristic's best instead. GPUSCOUT_GEMM_LT_TIES=0 turns it off.
   bool lt_ties_enabled_ = true;
   bool prefer_own_ = false;
   TuneTimes last_tune_;
