@@ -25,22 +25,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
-#define LK(x)                                                           \
-  do {                                                                  \
-    cublasStatus_t s_ = (x);                                            \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                  \
-      std::printf("%s:%d %s: status %d\n", __FILE__, __LINE__, #x, s_); \
-      std::exit(1);                                                     \
-    }                                                                   \
-  } while (0)
+#include "probe_check.hpp"
 
 namespace {
 
@@ -114,23 +99,24 @@ struct Lt {
 
 Lt make_lt() {
   Lt lt;
-  LK(cublasLtCreate(&lt.handle));
-  LK(cublasLtMatmulDescCreate(&lt.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LT(cublasLtCreate(&lt.handle));
+  LT(cublasLtMatmulDescCreate(&lt.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-  LK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-  LK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
-  // Column-major: D [kN, kRows] = W^T' ... A = W stored [kN rows, kK] row-major = [kK, kN] col-major, op T.
-  LK(cublasLtMatrixLayoutCreate(&lt.a, CUDA_R_16BF, kK, kN, kK));
-  LK(cublasLtMatrixLayoutCreate(&lt.b, CUDA_R_16BF, kK, kRows, kK));
-  LK(cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, kN, kRows, kN));
+  LT(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+  LT(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
+  // Column-major operands: A = W ([kN, kK] row-major, i.e. [kK, kN], used transposed), B = x^T [kK, kRows],
+  // D = y^T [kN, kRows]: y = x W^T, the engine's layout.
+  LT(cublasLtMatrixLayoutCreate(&lt.a, CUDA_R_16BF, kK, kN, kK));
+  LT(cublasLtMatrixLayoutCreate(&lt.b, CUDA_R_16BF, kK, kRows, kK));
+  LT(cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, kN, kRows, kN));
   CK(cudaMalloc(&lt.ws, lt.ws_bytes));
   cublasLtMatmulPreference_t pref{};
-  LK(cublasLtMatmulPreferenceCreate(&pref));
-  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt.ws_bytes,
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt.ws_bytes,
                                           sizeof(lt.ws_bytes)));
   cublasLtMatmulHeuristicResult_t r{};
   int found = 0;
-  LK(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.desc, lt.a, lt.b, lt.d, lt.d, pref, 1, &r, &found));
+  LT(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.desc, lt.a, lt.b, lt.d, lt.d, pref, 1, &r, &found));
   if (found == 0) {
     std::puts("no cuBLASLt algorithm");
     std::exit(1);
@@ -170,7 +156,7 @@ int main(int argc, char** argv) {
   cudaStream_t st{};
   CK(cudaStreamCreate(&st));
   auto gemm = [&] {
-    LK(cublasLtMatmul(lt.handle, lt.desc, &alpha, w, lt.a, x, lt.b, &beta, y, lt.d, y, lt.d, &lt.algo, lt.ws,
+    LT(cublasLtMatmul(lt.handle, lt.desc, &alpha, w, lt.a, x, lt.b, &beta, y, lt.d, y, lt.d, &lt.algo, lt.ws,
                       lt.ws_bytes, st));
   };
   const int sms = prop.multiProcessorCount;

@@ -20,22 +20,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
-#define LT(x)                                                                       \
-  do {                                                                              \
-    cublasStatus_t s_ = (x);                                                        \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                              \
-      std::printf("%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #x, int(s_)); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
+#include "probe_check.hpp"
 
 namespace {
 
