@@ -22,6 +22,14 @@ using test::context;
 using test::db;
 using test::frameworks;
 
+// Llama-3.1-8B with `weights` ("bf16", "fp8", ...) and the setup's other defaults.
+InferenceSetup llama_8b(const char* weights) {
+  InferenceSetup s;
+  s.arch = catalog().get("llama-3.1-8b").arch;
+  s.weights = parse_quantization(weights, "--precision");
+  return s;
+}
+
 // The seconds of op `key` in a forward step of `batch` sequences of `tokens` new tokens after `context`
 // cached ones; -1 where the step has no such op.
 double op_seconds(const SpeedContext& c, const InferenceSetup& s, int batch, int tokens, int context,
@@ -66,9 +74,7 @@ TEST(Speed, NoFp8OnAmpere) {
 
 TEST(Speed, DecodeIsWeightStreamingAtBatchOne) {
   const auto ctx = context("H200-SXM-141GB");
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   const auto step = forward_step(ctx, s, 1, 1, 1024);
   // ~16 GB of weights at 4.8 TB/s x 0.64 ~ 5 ms, plus 0.3 ms framework overhead.
   EXPECT_GT(step.seconds, 4.5e-3);
@@ -101,9 +107,7 @@ TEST(Speed, PrunedLastLayerShortensPrefillOnly) {
   auto full = pruned;
   full.framework.prunes_last_layer = false;
   ASSERT_TRUE(pruned.framework.prunes_last_layer);
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   const double ratio = forward_step(pruned, s, 32, 512, 0).seconds / forward_step(full, s, 32, 512, 0).seconds;
   EXPECT_LT(ratio, 1 - 0.8 / 32);
   EXPECT_GT(ratio, 1 - 1.0 / 32);
@@ -121,9 +125,7 @@ TEST(Speed, FusedSwigluDropsTheActivationKernelOfLargeBf16StepsOnHopper) {
   ASSERT_EQ(fused.framework.fused_swiglu_min_waves, 6);
   auto unfused = fused;
   unfused.framework.fused_swiglu_min_waves = 0;
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   auto activation_s = [&](const SpeedContext& c, int batch, int tokens) {
     return op_seconds(c, s, batch, tokens, 0, "activation");
   };
@@ -157,9 +159,7 @@ TEST(Speed, OneRowStepsFoldTheNormsAndSiluIntoTheGemvs) {
   ASSERT_TRUE(folds.framework.folds_elementwise_at_one_row);
   auto plain = folds;
   plain.framework.folds_elementwise_at_one_row = false;
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   auto activation_s = [&](const SpeedContext& c, int batch) { return op_seconds(c, s, batch, 1, 512, "activation"); };
   EXPECT_EQ(activation_s(folds, 1), -1);
   const double act = activation_s(plain, 1);
@@ -183,9 +183,7 @@ TEST(Speed, Fp8StepsAboveTheOwnKernelsPayTheQuantizationKernels) {
   ASSERT_EQ(engine.framework.fp8_quantize_min_tokens, 9);
   auto fused = engine;
   fused.framework.fp8_quantize_kernels_per_gemm = 0;
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("fp8", "--precision");
+  InferenceSetup s = llama_8b("fp8");
   auto quantize_s = [&](const SpeedContext& c, int batch) { return op_seconds(c, s, batch, 1, 512, "fp8_quantize"); };
   const double quantize = quantize_s(engine, 32);
   ASSERT_GT(quantize, 0);
@@ -206,9 +204,7 @@ TEST(Speed, FlashEfficiencyScalesTheAttentionCoreOnly) {
   // inversely proportional to the profile's flash_efficiency, and the GEMMs do not move.
   auto ctx = context("H200-SXM-141GB", "gpuscout");
   ctx.framework.prunes_last_layer = false;  // else the last layer's one-query attention (memory-bound) adds a constant
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   auto attention_and_gemms = [&](const SpeedContext& c) {
     double attention = 0, gate_up = 0;
     for (const auto& op : forward_step(c, s, 1, 32768, 0).ops) {
@@ -230,9 +226,7 @@ TEST(Speed, StepsWithPromptTokensPayTheEagerKernelGap) {
   // gpuscout graphs decode-only steps; a step with a prompt chunk is launched kernel by kernel, measured
   // ~0.5 us per kernel slower (data/frameworks.toml): 10 kernels x 32 layers x 0.5 us = 0.16 ms.
   auto ctx = context("H200-SXM-141GB", "gpuscout");
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   const std::vector<AttentionGroup> mixed{{32, 1, 536}, {1, 64, 0}}, decode{{32, 1, 536}};
   const double eager_mixed = engine_step(ctx, s, mixed, 33).seconds;
   const double graphed_decode = engine_step(ctx, s, decode, 32).seconds;
@@ -256,9 +250,7 @@ TEST(Speed, MixedStepsAgainstTheEngineOnAnH200) {
   // decoding at 512..560 tokens plus one new C-token prompt in the same step, median ms. The model
   // was 6-9% short at C = 64-256 before the eager gap.
   const auto ctx = context("H200-SXM-141GB", "gpuscout");
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   const std::vector<std::pair<double, double>> measured{
       {64, 6.247}, {256, 9.268}, {512, 14.319}, {1024, 25.052}, {2048, 49.432}};
   for (const auto& [chunk, ms] : measured) {
@@ -269,9 +261,7 @@ TEST(Speed, MixedStepsAgainstTheEngineOnAnH200) {
 
 TEST(Speed, ServerSearchRespectsBounds) {
   const auto ctx = context("H200-SXM-141GB", "vllm");
-  InferenceSetup s;
-  s.arch = catalog().get("llama-3.1-8b").arch;
-  s.weights = parse_quantization("bf16", "--precision");
+  InferenceSetup s = llama_8b("bf16");
   const auto p = best_batch_under_bounds(ctx, s, 1000, 200, 256, 0, 0.030);
   EXPECT_GT(p.batch, 1);
   EXPECT_LE(p.tpot_s, 0.030);
