@@ -273,10 +273,12 @@ void test_runner() {
       const std::string chosen = runner.choice_name(cls, rows);
       if (pass == 1) {
         report("runner rows " + std::to_string(rows) + " swapped", chosen != tuned, tuned + " -> " + chosen);
-        // A searched pick's second kernel is the best of cuBLASLt's heuristic candidates, which come
-        // first ("cublaslt#N", N from 1; the tune line says "..., searched, ...; H heuristic + ...").
+        // Above kSkinnyMaxRows (where our kernel is the other one), a searched pick's second kernel is
+        // the best of cuBLASLt's heuristic candidates, which come first ("cublaslt#N", N from 1; the
+        // tune line says "..., searched, ...; H heuristic + ...").
         const std::size_t heuristic_at = line.find(" heuristic + ");
-        if (line.find(", searched,") != std::string::npos && heuristic_at != std::string::npos) {
+        if (rows > kSkinnyMaxRows && line.find(", searched,") != std::string::npos &&
+            heuristic_at != std::string::npos) {
           const int heuristic = std::atoi(line.c_str() + line.rfind(' ', heuristic_at - 1) + 1);
           const std::size_t hash = chosen.find('#');
           const int second_index = hash == std::string::npos ? 0 : std::atoi(chosen.c_str() + hash + 1);
