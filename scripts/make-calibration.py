@@ -107,6 +107,7 @@ def main():
            "[calibration]",
            f'gpu = "{gpu_name}"',
            f'architecture = "{spec["architecture"]}"',
+           f'bandwidth_gbs = {spec["memory"]["bandwidth_gbs"]}  # spec: the memory-bound curves are fractions of it',
            f'source = "measured: gpuscout bench on {gpu_name} (bench/results at commit {repo_commit})"',
            f'repo_commit = "{repo_commit}"',
            "tool_commits = [" + ", ".join(f'"{c}"' for c in sorted(tool_commits)) + "]",

@@ -379,7 +379,8 @@ std::vector<Table> advice_tables(const advise::Advice& a, std::int64_t top) {
   for (const auto& o : a.rejections) add_source(o);
   src.notes.push_back(
       "measured: efficiencies from result files of that GPU type (gpuscout bench); transferred: measured on another "
-      "GPU of the same architecture, applied to this GPU's spec-sheet peaks; public: documented public efficiencies "
+      "GPU of the same architecture, applied to this GPU's spec-sheet peaks (memory-bound ones moved to its "
+      "bandwidth); public: documented public efficiencies "
       "on spec-sheet peaks. Peaks, memory, bandwidth and prices always come from the spec DB.");
   for (const auto& s : a.assumptions) src.notes.push_back("assumption: " + s);
   src.notes.push_back(fmt::format("{} layouts sized.", a.evaluated));

@@ -226,6 +226,7 @@ Calibration parse_calibration(const data::DataFile& file) {
   cal.tier = "measured";
   cal.measured_gpu = info.required_string("gpu");
   cal.architecture = info.required_string("architecture");
+  cal.bandwidth_gbs = info.optional_number("bandwidth_gbs", 1).value_or(0);
   cal.source = info.required_string("source");
   cal.files = info.string_list("files");
   if (const auto* gemm = root.get_as<toml::table>("gemm")) {
@@ -294,6 +295,7 @@ Calibration calibration_from_results(const std::vector<results::ResultSet>& sets
   cal.tier = "measured";
   cal.measured_gpu = spec.name;
   cal.architecture = spec.architecture;
+  cal.bandwidth_gbs = spec.memory_bandwidth_gbs.value;
   for (const auto& set : sets) {
     bool other_gpu = false;
     for (const auto& g : set.gpus) {
@@ -429,6 +431,30 @@ Calibration public_calibration(const specs::GpuSpec& target) {
   return cal;
 }
 
+namespace {
+
+double best_efficiency(const Curve& curve) {
+  double best = 0;
+  for (const auto& point : curve) best = std::max(best, point.second);
+  return best;
+}
+
+// One efficiency moved by transfer_stream_curve's rule (ratio: target over source bandwidth).
+double moved_efficiency(double efficiency, double best, double ratio) {
+  return 1 / (1 / best + ratio * (1 / efficiency - 1 / best));
+}
+
+}  // namespace
+
+Curve transfer_stream_curve(const Curve& curve, double from_gbs, double to_gbs) {
+  if (curve.empty() || from_gbs <= 0 || to_gbs <= 0 || from_gbs == to_gbs) return curve;
+  const double best = best_efficiency(curve);
+  Curve out;
+  out.reserve(curve.size());
+  for (const auto& [bytes, eff] : curve) out.emplace_back(bytes, moved_efficiency(eff, best, to_gbs / from_gbs));
+  return out;
+}
+
 Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Calibration>& measured) {
   for (const auto& cal : measured) {
     if (cal.measured_gpu == target.name) return cal;
@@ -437,8 +463,28 @@ Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Cali
     if (!cal.architecture.empty() && cal.architecture == target.architecture) {
       Calibration out = cal;
       out.tier = "transferred";
-      out.source = fmt::format("transferred from {} ({} family; efficiencies shared, peaks and bandwidth of {}): {}",
-                               cal.measured_gpu, cal.architecture, target.name, cal.source);
+      const double from = cal.bandwidth_gbs, to = target.memory_bandwidth_gbs.value;
+      const bool move = from > 0 && to > 0 && from != to;
+      out.source =
+          move ? fmt::format(
+                     "transferred from {} ({} family; peaks and bandwidth of {}, compute efficiencies shared, "
+                     "memory-bound ones moved to that bandwidth): {}",
+                     cal.measured_gpu, cal.architecture, target.name, cal.source)
+               : fmt::format("transferred from {} ({} family; efficiencies shared, peaks and bandwidth of {}): {}",
+                             cal.measured_gpu, cal.architecture, target.name, cal.source);
+      if (move) {
+        for (auto& [precision, curve] : out.gemm) {
+          // The median over shapes has no size: moved as a point of the bytes curve, whose best it shares.
+          const double best = std::max(best_efficiency(curve.weight_stream_by_bytes), curve.weight_stream.value_or(0));
+          if (curve.weight_stream) curve.weight_stream = moved_efficiency(*curve.weight_stream, best, to / from);
+          curve.weight_stream_by_bytes = transfer_stream_curve(curve.weight_stream_by_bytes, from, to);
+        }
+        out.memory = transfer_stream_curve(out.memory, from, to);
+        out.notes.push_back(fmt::format(
+            "ASSUMPTION: memory-bound efficiencies moved from {:.0f} to {:.0f} GB/s with their time above the "
+            "best point's rate kept as fixed latency (calibration.hpp, transfer_stream_curve)",
+            from, to));
+      }
       out.allreduce.reset();  // fabrics differ between SKUs (H800, H20): use the spec of the target
       out.alltoall.reset();
       out.h2d_gbs.reset();

@@ -41,9 +41,10 @@ while [ $i -lt ${#checks[@]} ]; do
     --stderr-empty) [ -s "$err" ] && report "stderr is not empty" ;;
     --stdout-json) python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$out" 2>/dev/null || report "stdout is not valid JSON" ;;
     --stdout-golden)
-      # Numbers become <N>; runs of spaces and of dashes collapse, so a number of another width
-      # (which moves the column padding of text tables) does not break the golden file.
-      mask='s/[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?/<N>/g; s/ +/ /g; s/-{2,}/--/g'
+      # Commit hashes (12 or 40 hex digits) become <COMMIT> and numbers <N>; runs of spaces and of
+      # dashes collapse, so a number of another width (which moves the column padding of text tables)
+      # or a regenerated calibration table's commit does not break the golden file.
+      mask='s/\b([0-9a-f]{40}|[0-9a-f]{12})\b/<COMMIT>/g; s/[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?/<N>/g; s/ +/ /g; s/-{2,}/--/g'
       if ! diff -u <(sed -E "$mask" "$arg") <(sed -E "$mask" "$out") >/dev/null; then
         report "stdout differs from golden $arg:"
         diff -u <(sed -E "$mask" "$arg") <(sed -E "$mask" "$out") | head -40

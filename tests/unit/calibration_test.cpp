@@ -159,11 +159,43 @@ TEST(Calibration, TransferWithinFamilyElsePublic) {
   EXPECT_NE(h100.source.find("H200"), std::string::npos);
   EXPECT_DOUBLE_EQ(h100.gemm_efficiency(specs::Precision::bf16, 4096),
                    cals[0].gemm_efficiency(specs::Precision::bf16, 4096));
+  // Memory-bound curves move to the H100's 3.35 TB/s (the H200 table names its 4.8): a 33.5 MB weight
+  // stream (Llama-3.1-8B's o projection) reaches more of it, HBM arrays of 4 GiB about the same.
+  EXPECT_DOUBLE_EQ(cals[0].bandwidth_gbs, 4800);
+  const double o_bytes = 33570816;
+  EXPECT_GT(h100.weight_stream_efficiency(specs::Precision::bf16, o_bytes),
+            cals[0].weight_stream_efficiency(specs::Precision::bf16, o_bytes) + 0.05);
+  EXPECT_GT(h100.memory_efficiency(32e6), cals[0].memory_efficiency(32e6));
+  EXPECT_NEAR(h100.memory_efficiency(4294967296.0), cals[0].memory_efficiency(4294967296.0), 0.002);
+  EXPECT_FALSE(h100.notes.empty());
+  // The same GPU's own table is not moved.
+  EXPECT_DOUBLE_EQ(
+      calibration_for(db().get("H200-SXM-141GB"), cals).weight_stream_efficiency(specs::Precision::bf16, o_bytes),
+      cals[0].weight_stream_efficiency(specs::Precision::bf16, o_bytes));
   const auto a100 = calibration_for(db().get("A100-SXM4-80GB"), cals);
   EXPECT_EQ(a100.tier, "public");
   EXPECT_DOUBLE_EQ(a100.gemm_efficiency(specs::Precision::bf16, 8192), 0.92);
   EXPECT_DOUBLE_EQ(a100.memory_efficiency(1e9), 0.80);
   EXPECT_DOUBLE_EQ(a100.error_band(), 0.30);
+}
+
+// A memory-bound curve moved to another bandwidth keeps its best point and its sizes; below the best,
+// the time above the best rate is kept as time: 1 / e' = 1 / e_max + (to / from) (1 / e - 1 / e_max).
+TEST(Calibration, StreamCurveMovesItsLatencyNotItsFraction) {
+  const Curve curve{{32e6, 0.5}, {1e9, 0.9}};
+  EXPECT_EQ(transfer_stream_curve(curve, 4800, 4800), curve);
+  EXPECT_EQ(transfer_stream_curve(curve, 0, 3350), curve);  // a table without its bandwidth: unchanged
+  const auto h100 = transfer_stream_curve(curve, 4800, 3350);
+  ASSERT_EQ(h100.size(), 2u);
+  EXPECT_DOUBLE_EQ(h100[0].first, 32e6);
+  EXPECT_DOUBLE_EQ(h100[1].second, 0.9);
+  // 32 MB at 0.5 of 4.8 TB/s: 13.33 us, of which 7.41 us at 0.9 and 5.93 us latency. At 3.35 TB/s:
+  // 10.61 + 5.93 = 16.54 us, 0.5775 of 3.35 TB/s.
+  const double seconds = 32e6 / (0.9 * 3350e9) + (32e6 / (0.5 * 4800e9) - 32e6 / (0.9 * 4800e9));
+  EXPECT_NEAR(h100[0].second, 32e6 / seconds / 3350e9, 1e-12);
+  EXPECT_NEAR(h100[0].second, 0.5775, 1e-4);
+  // More bandwidth: small transfers reach less of it.
+  EXPECT_LT(transfer_stream_curve(curve, 4800, 8000)[0].second, 0.5);
 }
 
 TEST(Calibration, CollectivesFromSpecAndAlphaBeta) {

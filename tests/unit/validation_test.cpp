@@ -73,7 +73,11 @@ TEST(Validation, MapePinned) {
   // 22.2 until session 20 measured the LM head's GEMM (0.24 ms for Llama-3.1-8B's, not the 0.29 the flat
   // end of the weight-stream curve gave): the faster LM head moves the H100 rows up, the over-predicted a little more.
   // 22.3 since session 22's rows curve and 70B layer shapes (the H100 rows' decode GEMMs).
-  EXPECT_NEAR(m.at("inference_throughput"), 22.3, 0.5);
+  // 22.9 since session 28 moved the transferred weight-stream curves to the H100's bandwidth
+  // (transfer_stream_curve): its decode GEMMs get faster, and I20 (70B FP8 TP2, 2048/2048, already
+  // over-predicted) goes +59.9% -> +64.3%; I17/I18 (under-predicted) improve by 0.1/0.6 points. The own
+  // H100 serve rows, which test the transfer directly, went 3.7% -> 2.6% (ServingSim.PredictsTheH100...).
+  EXPECT_NEAR(m.at("inference_throughput"), 22.9, 0.5);
   EXPECT_NEAR(m.at("ttft"), 14.1, 0.5);
   // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out;
   // 3.9 until session 22 priced memory-bound GEMMs by their rows too (weight_stream_by_rows: 128 rows

@@ -3,7 +3,8 @@
 // precision and m (tokens), GEMM weight-streaming efficiency (memory-bound GEMMs), memory-bandwidth
 // efficiency by size, host transfers, and the collective α-β model (latency and bus bandwidth).
 // Three tiers, always named in a prediction: "measured" (result files of this GPU type), "transferred"
-// (measured on another GPU of the same architecture family: efficiency shared, peaks from the spec),
+// (measured on another GPU of the same architecture family: compute efficiency shared, peaks from the
+// spec, memory-bound curves moved to the target's bandwidth by transfer_stream_curve()),
 // "public" (documented public anchors, docs/modeling.md "Calibration"). Pure data and arithmetic.
 #include <map>
 #include <optional>
@@ -55,7 +56,10 @@ struct Calibration {
   std::string tier;          // "measured", "transferred" or "public"
   std::string measured_gpu;  // GPU the efficiencies come from (empty for public)
   std::string architecture;  // its architecture family
-  std::string source;        // where the numbers come from, for every prediction
+  // Spec memory bandwidth (GB/s) of measured_gpu, which the memory-bound curves are fractions of; 0 where
+  // unknown (a table without it transfers its curves unchanged).
+  double bandwidth_gbs = 0;
+  std::string source;  // where the numbers come from, for every prediction
   std::vector<std::string> files;
   std::map<std::string, GemmCurve> gemm;  // by precision name ("bf16", "fp8", ...)
   Curve memory;                           // (array bytes, GB/s / spec bandwidth)
@@ -102,8 +106,18 @@ Calibration calibration_from_files(const std::vector<std::string>& files, const 
 // cuBLAS FP16), HBM 0.8 (aiconfigurator default), weight streaming 0.8. Labelled "public".
 Calibration public_calibration(const specs::GpuSpec& target);
 
+// A memory-bound efficiency curve (bytes, fraction of the spec bandwidth) measured on a GPU of
+// `from_gbs` moved to one of `to_gbs` of the same family. ASSUMPTION: at its best point the curve streams
+// at the family's asymptotic efficiency e_max, and what any smaller transfer takes beyond bytes / (e_max
+// x bandwidth) is latency (launch, first bytes, the last wave's tail) that does not scale with the
+// bandwidth: 1 / e' = 1 / e_max + (to / from) (1 / e - 1 / e_max). So on a GPU with less bandwidth small
+// transfers reach more of it, as the engine's decode steps did on an H100 against an H200 (docs/modeling.md,
+// "Memory-bound curves on another bandwidth").
+Curve transfer_stream_curve(const Curve& curve, double from_gbs, double to_gbs);
+
 // The calibration for `target`: a measured one of the same GPU, else one of the same architecture
-// family (tier "transferred"), else public_calibration(). `measured` lists the candidates in order.
+// family (tier "transferred"; its memory-bound curves moved to the target's bandwidth where the table
+// names its own), else public_calibration(). `measured` lists the candidates in order.
 Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Calibration>& measured);
 
 // All-reduce α and busbw over `gpus` GPUs of `target`: measured when the calibration has it, else from
