@@ -76,7 +76,8 @@ TEST(Validation, MapePinned) {
   // 22.9 since session 28 moved the transferred weight-stream curves to the H100's bandwidth
   // (transfer_stream_curve): its decode GEMMs get faster, and I20 (70B FP8 TP2, 2048/2048, already
   // over-predicted) goes +59.9% -> +64.3%; I17/I18 (under-predicted) improve by 0.1/0.6 points. The own
-  // H100 serve rows, which test the transfer directly, went 3.7% -> 2.6% (ServingSim.PredictsTheH100...).
+  // H100 serve rows, which test the transfer directly, went 3.7% -> 2.6%
+  // (ServingSimTest.PredictsTheH100AgainstTheH200).
   EXPECT_NEAR(m.at("inference_throughput"), 22.9, 0.5);
   EXPECT_NEAR(m.at("ttft"), 14.1, 0.5);
   // 3.3 until session 17 added the mid-m (256, 512) Llama shapes, the hardest to predict leave-one-out;
