@@ -32,8 +32,10 @@ endfunction()
 gpuscout_history_test(history_list 0 --stdout-contains "NVIDIA H200" --stdout-contains "bench"
                       --stdout-contains "history: ${GPUSCOUT_HISTORY_DB}" --stderr-empty
                       -- --db ${GPUSCOUT_HISTORY_DB} history list)
+# The newest two runs are whichever GPU the latest committed files came from: check the database used.
 gpuscout_history_test(history_list_env 0 --env GPUSCOUT_HISTORY_DB=${GPUSCOUT_HISTORY_DB}
-                      --stdout-contains "NVIDIA H200" --stderr-empty -- history list --limit 2)
+                      --stdout-contains "history: ${GPUSCOUT_HISTORY_DB}" --stdout-contains "newest 2 shown"
+                      --stderr-empty -- history list --limit 2)
 foreach(format IN ITEMS csv md)
   gpuscout_history_test(history_list_${format} 0 --stdout-contains "NVIDIA H200" --stderr-empty
                         -- history list --format ${format} --db ${GPUSCOUT_HISTORY_DB})
