@@ -405,23 +405,41 @@ __device__ __forceinline__ Best better(Best a, Best b) {
   return (b.value > a.value || (b.value == a.value && b.index < a.index)) ? b : a;
 }
 
-__global__ void __launch_bounds__(kRowThreads)
+// One block per row. The row (256 KB at a 128k vocabulary, mostly still in L2 from the LM head)
+// is read with kArgmaxUnroll independent 16-byte loads per thread in flight: with one load per
+// thread (256 threads) the kernel was a chain of ~63 L2 round trips, ~33 us at every batch on an
+// H200 (bench/results/h200-kernel-trace-s27-20261207.txt).
+constexpr int kArgmaxThreads = 1024;
+constexpr int kArgmaxUnroll = 4;
+
+__global__ void __launch_bounds__(kArgmaxThreads)
     argmax_kernel(const bf16* logits, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
                   std::int32_t* host_index) {
-  __shared__ Best partial[kRowThreads / 32];
+  __shared__ Best partial[kArgmaxThreads / 32];
   pdl_wait();
   pdl_trigger();
   const bf16* row = logits + static_cast<std::int64_t>(blockIdx.x) * vocab;
   Best best{-INFINITY, INT_MAX};
   if (vocab % 8 == 0) {
-    for (int v = threadIdx.x; v < vocab / 8; v += kRowThreads) {
+    const int chunks = vocab / 8;
+    int v = threadIdx.x;
+    for (; v + (kArgmaxUnroll - 1) * kArgmaxThreads < chunks; v += kArgmaxUnroll * kArgmaxThreads) {
+      float f[kArgmaxUnroll][8];
+#pragma unroll
+      for (int u = 0; u < kArgmaxUnroll; ++u) load8(row + 8 * (v + u * kArgmaxThreads), f[u]);
+#pragma unroll
+      for (int u = 0; u < kArgmaxUnroll; ++u)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) best = better(best, Best{f[u][j], 8 * (v + u * kArgmaxThreads) + j});
+    }
+    for (; v < chunks; v += kArgmaxThreads) {
       float f[8];
       load8(row + 8 * v, f);
 #pragma unroll
       for (int j = 0; j < 8; ++j) best = better(best, Best{f[j], 8 * v + j});
     }
   } else {
-    for (int c = threadIdx.x; c < vocab; c += kRowThreads) best = better(best, Best{__bfloat162float(row[c]), c});
+    for (int c = threadIdx.x; c < vocab; c += kArgmaxThreads) best = better(best, Best{__bfloat162float(row[c]), c});
   }
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) {
@@ -430,7 +448,7 @@ __global__ void __launch_bounds__(kRowThreads)
   if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = best;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kRowThreads / 32; ++w) best = better(best, partial[w]);
+    for (int w = 1; w < kArgmaxThreads / 32; ++w) best = better(best, partial[w]);
     // A row of NaN or -inf only: index 0, so the token is still valid.
     if (best.index == INT_MAX) best.index = 0;
     max_index[blockIdx.x] = best.index + index_offset;
@@ -798,7 +816,7 @@ void launch_silu_mul(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStre
 void launch_argmax(const bf16* logits, int rows, int vocab, int index_offset, std::int32_t* max_index, float* max_value,
                    cudaStream_t stream, std::int32_t* host_index) {
   if (rows <= 0) return;
-  launch_kernel(argmax_kernel, rows, kRowThreads, 0, stream, logits, vocab, index_offset, max_index, max_value,
+  launch_kernel(argmax_kernel, rows, kArgmaxThreads, 0, stream, logits, vocab, index_offset, max_index, max_value,
                 host_index);
 }
 
