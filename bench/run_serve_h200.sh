@@ -17,10 +17,13 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 source bench/dist_env.sh
 logs=$(mktemp -d)
-# MACHINE: the device kind this runs on (the x2 machine runs it on GPU 0); FIND_PEAK=0 skips step 3.
+# MACHINE: the machine tag of the result files (the x2 machine runs it on GPU 0); by default the first
+# GPU's name as nvidia-smi gives it, in lower case with dashes (an nvidia-h200 call can get an H100,
+# and the tag should say which card ran). FIND_PEAK=0 skips step 3.
 # PREFILL: the prefill case's prompt tokens (default 8192; Mistral-7B's 8192-token context needs 8191,
 # since the prefill samples one token).
-tags="--tags machine:${MACHINE:-nvidia-h200},script:run_serve_h200"
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z ' 'a-z-')
+tags="--tags machine:${MACHINE:-${card:-unknown}},script:run_serve_h200"
 model=${MODEL:-llama-3.1-8b}
 {
   date -u +%FT%TZ
