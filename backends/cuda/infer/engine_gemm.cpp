@@ -20,7 +20,7 @@ namespace gpuscout::cuda::infer {
 namespace {
 constexpr int kRequestedAlgos = 8;
 constexpr int kTimedRounds = 3;
-// The configuration search (GemmRunner::tune, GPUSCOUT_GEMM_SEARCH=1): the row counts it runs at,
+// The configuration search (GemmRunner::tune; GPUSCOUT_GEMM_SEARCH=0 turns it off): the row counts it runs at,
 // and how many of its candidates, after one quick round each, go on to the full timing.
 constexpr int kSearchMinRows = 2, kSearchMaxRows = 64;
 constexpr int kSearchFinalists = 6;
@@ -82,10 +82,12 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo, int index, std::size
 // 1x1x1 or 1x2x1 cluster, 8-9% and 5% faster per call at 32 rows), and 16-layer graphs of the four
 // GEMMs took 0.949 (32 rows) and 0.981 (8 rows) of the heuristic's best. The search keeps what
 // AlgoCheck accepts within the workspace; tune() times it beside the heuristic's candidates.
-// It is off unless GPUSCOUT_GEMM_SEARCH=1: in the engine's steps, with the norms, attention and
-// programmatic launches between the GEMMs, the same picks gained 0-0.18 ms of a 5.3 ms batch-32
-// step (six rounds of infer_engine_test --bench, mean -0.075 ms) and nothing in the serve
-// benchmark's decode cases and static batch (four rounds), for 4 s more start-up.
+// In the engine's steps, with the norms, attention and programmatic launches between the GEMMs,
+// the same picks first gained 0-0.18 ms of a 5.3 ms batch-32 H200 step and nothing in the serve
+// benchmark (session 25). Since a searched pick must also beat the heuristic's best in whole steps
+// (the in-step resolution, session 27), it is on by default (GPUSCOUT_GEMM_SEARCH=0 turns it off):
+// on H100s the serve benchmark's batch-32 steps -2.1% and static batch +1.2-1.7% (session 29,
+// bench/NOTES.md), for 2-4 s more start-up.
 std::vector<cublasLtMatmulHeuristicResult_t> search_configurations(
     cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
     cublasLtMatrixLayout_t d, const std::vector<cublasLtMatmulHeuristicResult_t>& seeds, std::size_t workspace_bytes) {
@@ -198,8 +200,7 @@ GemmRunner::GemmRunner(void* workspace, std::size_t workspace_bytes)
       workspace_bytes_(lt_workspace_bytes(workspace_bytes)) {
   const char* small_m = std::getenv("GPUSCOUT_SMALL_M_GEMM");
   small_m_enabled_ = small_m != nullptr && std::strcmp(small_m, "1") == 0;
-  const char* search = std::getenv("GPUSCOUT_GEMM_SEARCH");
-  search_enabled_ = search != nullptr && std::strcmp(search, "1") == 0;
+  search_enabled_ = env_switch_on("GPUSCOUT_GEMM_SEARCH");
   lt_ties_enabled_ = env_switch_on("GPUSCOUT_GEMM_LT_TIES");
   if (workspace != nullptr && workspace_bytes_ < workspace_bytes) {
     small_m_ws_.counters = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + workspace_bytes_);

@@ -65,10 +65,9 @@ class GemmRunner {
   void run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act, const void* w, bf16* y, bool accumulate,
                     cudaStream_t stream);
 
-  // Times cuBLASLt's heuristic candidates, with GPUSCOUT_GEMM_SEARCH=1 in the environment (read at
+  // Times cuBLASLt's heuristic candidates, unless GPUSCOUT_GEMM_SEARCH=0 in the environment (read at
   // construction; set_config_search) for 2..64 rows also the configurations of its kernels that a
-  // search around them finds (search_configurations in engine_gemm.cpp: faster per call on the H200,
-  // not in its steps), (and the skinny kernel for rows <= kSkinnyMaxRows, the
+  // search around them finds (search_configurations in engine_gemm.cpp), (and the skinny kernel for rows <= kSkinnyMaxRows, the
   // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=
   // kSmallMMaxRows) for this class and row count, keeps the fastest for later run() calls and says
   // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
@@ -83,7 +82,7 @@ class GemmRunner {
     double cublaslt_first_us = -1;  // the heuristic's first candidate (what an untuned row count runs)
     int cublaslt_best = 0;          // the best candidate's index: the heuristic's first, then the search's
     int cublaslt_candidates = 0;    // the heuristic's
-    int searched_candidates = 0;    // the configuration search's (GPUSCOUT_GEMM_SEARCH=1)
+    int searched_candidates = 0;    // the configuration search's
     double skinny_us = -1;
     double small_m_us = -1;  // the best variant and split
     int small_m_split = 0;
@@ -140,7 +139,7 @@ class GemmRunner {
   std::size_t workspace_bytes_;  // cuBLASLt's part
   SmallMWorkspace small_m_ws_;
   bool small_m_enabled_ = false;
-  bool search_enabled_ = false;  // GPUSCOUT_GEMM_SEARCH=1
+  bool search_enabled_ = true;  // unless GPUSCOUT_GEMM_SEARCH=0
   // Above kSkinnyMaxRows rows, where only cuBLASLt is timed, its runner-up candidate is the second
   // kernel the engine may time in whole steps (a pick can start ~4 us late in a step, after a small
   // kernel, which per-call timing does not show: bench/NOTES.md, session 26). On one H200 batch-32
