@@ -65,15 +65,16 @@ class GemmRunner {
   void run_silu_mul(int cls, int rows, const bf16* gate_up, bf16* act, const void* w, bf16* y, bool accumulate,
                     cudaStream_t stream);
 
-  // Times cuBLASLt's heuristic candidates, unless GPUSCOUT_GEMM_SEARCH=0 in the environment (read at
-  // construction; set_config_search) for 2..64 rows also the configurations of its kernels that a
-  // search around them finds (search_configurations in engine_gemm.cpp), (and the skinny kernel for rows <= kSkinnyMaxRows, the
-  // small-m kernel's variants at each split it accepts for BF16 classes with kSkinnyMaxRows < rows <=
-  // kSmallMMaxRows) for this class and row count, keeps the fastest for later run() calls and says
-  // what it chose. x_scratch holds >= rows * in random BF16 values, y_scratch room for rows * out.
-  // The small-m kernel is a candidate only with GPUSCOUT_SMALL_M_GEMM=1 in the environment (read at
-  // construction): on the H200 it lost to cuBLASLt at every shape (bench/NOTES.md, session 5) and
-  // timing its variants doubled the engine's start-up.
+  // Times cuBLASLt's heuristic candidates and, for 2..64 rows, the configurations of its kernels
+  // that a search around them finds (search_configurations in engine_gemm.cpp; not with
+  // GPUSCOUT_GEMM_SEARCH=0 in the environment, read at construction; set_config_search), the skinny
+  // kernel for rows <= kSkinnyMaxRows and the small-m kernel's variants at each split it accepts for
+  // BF16 classes with kSkinnyMaxRows < rows <= kSmallMMaxRows, for this class and row count; keeps
+  // the fastest for later run() calls and says what it chose. x_scratch holds >= rows * in random
+  // BF16 values, y_scratch room for rows * out. The small-m kernel is a candidate only with
+  // GPUSCOUT_SMALL_M_GEMM=1 in the environment (read at construction): on the H200 it lost to
+  // cuBLASLt at every shape (bench/NOTES.md, session 5) and timing its variants doubled the
+  // engine's start-up.
   std::string tune(int cls, int rows, const bf16* x_scratch, bf16* y_scratch, cudaStream_t stream);
 
   // The per-call times (us) the last tune() measured; < 0 where a kernel was not a candidate.
