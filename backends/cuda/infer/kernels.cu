@@ -745,6 +745,19 @@ bool programmatic_launch() {
   return t_programmatic_pauses == 0 && g_programmatic_launch.load(std::memory_order_relaxed);
 }
 
+void prefer_shared_carveout_in_small_kernels() {
+  const auto prefer = [](const void* kernel) {
+    GPUSCOUT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  };
+  prefer(reinterpret_cast<const void*>(gather_rows_kernel));
+  prefer(reinterpret_cast<const void*>(rmsnorm_kernel<kRowThreads>));
+  prefer(reinterpret_cast<const void*>(rope_store_kv_kernel));
+  prefer(reinterpret_cast<const void*>(silu_mul_kernel));
+  prefer(reinterpret_cast<const void*>(argmax_kernel));
+  prefer(reinterpret_cast<const void*>(argmax_merge_kernel));
+}
+
 ProgrammaticLaunchPause::ProgrammaticLaunchPause() {
   ++t_programmatic_pauses;
 }

@@ -54,6 +54,12 @@ struct AttentionBatch {
 // capability 9.0 or newer (the engine turns it on there unless told not to).
 void set_programmatic_launch(bool enabled);
 bool programmatic_launch();
+// On the current device, asks the shared-memory carveout of the GEMMs' (the largest) for the small
+// elementwise kernels of a step (gather, RMSNorm, RoPE + KV store, SiLU * up, argmax), so that an SM
+// need not change its L1 / shared-memory split between them and the GEMMs. An experiment
+// (GPUSCOUT_SMALL_KERNEL_CARVEOUT=1, bench/NOTES.md session 29): the H100's batch-32 steps wait
+// ~4 us before each gate/up GEMM, and a carveout change is one thing that makes an SM drain.
+void prefer_shared_carveout_in_small_kernels();
 // While one is alive, this thread's launches are plain ones (for timing kernels in isolation).
 class ProgrammaticLaunchPause {
  public:

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Session 29: the small elementwise kernels of a step asked for the GEMMs' shared-memory carveout
+# (GPUSCOUT_SMALL_KERNEL_CARVEOUT=1, kernels.hpp prefer_shared_carveout_in_small_kernels) against the
+# driver's choice, on whatever card the call gets: `infer_engine_test --bench llama-3.1-8b` with the
+# switch 0 and 1, interleaved ROUNDS times (each run builds its own engine).
+# Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_small_kernel_carveout_ab.sh
+# Writes $OUT/small-kernel-carveout-ab.txt.
+set -u
+source bench/dist_env.sh
+ab_begin small-kernel-carveout-ab
+{
+  for round in $(seq "${ROUNDS:-2}"); do
+    for value in 0 1; do
+      echo "== engine timing GPUSCOUT_SMALL_KERNEL_CARVEOUT=$value, round $round"
+      GPUSCOUT_SMALL_KERNEL_CARVEOUT=$value "$DIST/infer_engine_test" --bench llama-3.1-8b 2>&1 |
+        grep -E "start-up|decode batch|prefill 1 x" | cut -c1-300
+    done
+  done
+} >>"$log" 2>&1
+ab_end small-kernel-carveout-ab
