@@ -1398,9 +1398,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.allocate_workspace(*e.ranks[0], true);
   const std::int64_t work = static_cast<std::int64_t>(e.ranks[0]->work_bytes);
   const std::int64_t min_kv = kv_bytes_per_block(config, e.tp, options.kv_block_size) * e.mbps;
-  // Off by default until measured (kernels.hpp).
-  const char* carveout = std::getenv("GPUSCOUT_SMALL_KERNEL_CARVEOUT");
-  const bool small_kernel_carveout = carveout != nullptr && std::strcmp(carveout, "1") == 0;
+  // kernels.hpp; GPUSCOUT_SMALL_KERNEL_CARVEOUT=0 leaves the carveouts to the driver.
+  const bool small_kernel_carveout = env_switch_on("GPUSCOUT_SMALL_KERNEL_CARVEOUT");
   for (auto& r : e.ranks) {
     GPUSCOUT_CUDA_CHECK(cudaSetDevice(r->device));
     if (small_kernel_carveout) prefer_shared_carveout_in_small_kernels();

@@ -56,9 +56,10 @@ void set_programmatic_launch(bool enabled);
 bool programmatic_launch();
 // On the current device, asks the shared-memory carveout of the GEMMs' (the largest) for the small
 // elementwise kernels of a step (gather, RMSNorm, RoPE + KV store, SiLU * up, argmax), so that an SM
-// need not change its L1 / shared-memory split between them and the GEMMs. An experiment
-// (GPUSCOUT_SMALL_KERNEL_CARVEOUT=1, bench/NOTES.md session 29): the H100's batch-32 steps wait
-// ~4 us before each gate/up GEMM, and a carveout change is one thing that makes an SM drain.
+// need not change its L1 / shared-memory split between them and the GEMMs. The engine does so
+// unless GPUSCOUT_SMALL_KERNEL_CARVEOUT=0: on an H100 its batch-32 steps were 1.0-1.2% shorter in
+// four interleaved rounds with the configuration search on, and unchanged with it off
+// (bench/NOTES.md, session 29; why is not established). Not measured on an H200.
 void prefer_shared_carveout_in_small_kernels();
 // While one is alive, this thread's launches are plain ones (for timing kernels in isolation).
 class ProgrammaticLaunchPause {
