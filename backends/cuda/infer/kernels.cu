@@ -407,8 +407,8 @@ __device__ __forceinline__ Best better(Best a, Best b) {
 
 // One block per row. The row (256 KB at a 128k vocabulary, mostly still in L2 from the LM head)
 // is read with kArgmaxUnroll independent 16-byte loads per thread in flight: with one load per
-// thread (256 threads) the kernel was a chain of ~63 L2 round trips, ~33 us at every batch on an
-// H200 (bench/results/h200-kernel-trace-s27-20261207.txt).
+// thread (256 threads) the kernel was a chain of ~63 L2 round trips, 33 us at batch 32 on an H200
+// (bench/results/h200-kernel-trace-s27-20261207.txt); now ~9 us on an H100 (bench/NOTES.md, session 29).
 constexpr int kArgmaxThreads = 1024;
 constexpr int kArgmaxUnroll = 4;
 
