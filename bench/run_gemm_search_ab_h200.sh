@@ -5,9 +5,9 @@
 # against the CPU reference) and the engine's checks against the CPU reference with the search on
 # (on by default in build 7fa6fdf, where this first ran; off by default from then to session 29, on
 # again since). Then `infer_engine_test --bench llama-3.1-8b` with the search off and on, interleaved
-# ROUNDS times (each run builds its own engine; start-up time, decode steps, prefill, mixed steps). Session 27 ran it
-# again with cuBLASLt's runner-up in the in-step resolution (on by default since), where a searched
-# pick is timed in whole steps against the heuristic's best.
+# ROUNDS times (each run builds its own engine; start-up time, decode steps, prefill, mixed steps).
+# Session 27 ran it again with cuBLASLt's runner-up in the in-step resolution (on by default since),
+# where a searched pick is timed in whole steps against the heuristic's best.
 # Usage (repository root on the GPU machine): DIST=.devdist ROUNDS=2 bash bench/run_gemm_search_ab_h200.sh
 # Writes $OUT/gemm-search-ab.txt.
 set -u
