@@ -94,6 +94,7 @@ ab_end() {
 # serve_ab_run LABEL JSON ONLY [ENV=VALUE ...] -- [FLAG ...]: one `gpuscout bench --only ONLY --model
 # llama-3.1-8b` run under the environment assignments, with the flags, its result file JSON, its
 # serve/copy, decode, prefill and static report lines under "== LABEL" and its exit status after them.
+# The machine tag is the card that ran (nvidia-smi's name, lower case with dashes).
 serve_ab_run() {
   local label=$1 json=$2 only=$3
   shift 3
@@ -104,8 +105,10 @@ serve_ab_run() {
   done
   [ $# -gt 0 ] && shift
   echo "== $label"
+  local card
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z ' 'a-z-')
   env "${envs[@]}" "$bin" -v bench --only "$only" --model llama-3.1-8b "$@" --out "$json" \
-    --tags "machine:nvidia-h200,script:$(basename "$0" .sh)" 2>&1 | grep -E "^\[gpu0\] serve/(copy|decode|prefill|static)"
+    --tags "machine:${card:-unknown},script:$(basename "$0" .sh)" 2>&1 | grep -E "^\[gpu0\] serve/(copy|decode|prefill|static)"
   echo "== exit ${PIPESTATUS[0]}"
 }
 
