@@ -61,6 +61,19 @@ engine_ab() {
   done
 }
 
+# engine_ab_switch VAR ROUNDS PATTERN: `infer_engine_test --bench llama-3.1-8b` with the environment
+# switch VAR=0, then VAR=1, interleaved ROUNDS times, each run's lines that match PATTERN (cut at 400
+# characters) under an "== engine timing VAR=0|1, round N" header.
+engine_ab_switch() {
+  local var=$1 rounds=$2 pattern=$3 round value
+  for round in $(seq "$rounds"); do
+    for value in 0 1; do
+      echo "== engine timing $var=$value, round $round"
+      env "$var=$value" "$DIST/infer_engine_test" --bench llama-3.1-8b 2>&1 | grep -E "$pattern" | cut -c1-400
+    done
+  done
+}
+
 # prefill_kernels_ab ROUNDS: each kernel of a 16 x 512 prefill step timed alone
 # (infer_kernels_test --prefill-step-bench) of the previous build ($DIST/old/infer_kernels_test) and
 # of this one, interleaved ROUNDS times, under "== prefill-step kernels old|new, round N" headers.

@@ -18,12 +18,6 @@ ab_begin gemm-search-ab
   "$DIST/infer_gemm_test" 2>&1 | grep -E "FAIL|runner|tune:|PASSED|FAILED" | cut -c1-400 | tail -60
   echo "== infer_engine_test (checks)"
   GPUSCOUT_GEMM_SEARCH=1 "$DIST/infer_engine_test" 2>&1 | grep -E "PASS|FAIL" | cut -c1-300 | tail -30
-  for round in $(seq "${ROUNDS:-2}"); do
-    for value in 0 1; do
-      echo "== engine timing GPUSCOUT_GEMM_SEARCH=$value, round $round"
-      GPUSCOUT_GEMM_SEARCH=$value "$DIST/infer_engine_test" --bench llama-3.1-8b 2>&1 |
-        grep -E "start-up|decode batch|graph replays|prefill|static|device|in-step batch (8|32)" | cut -c1-400
-    done
-  done
+  engine_ab_switch GPUSCOUT_GEMM_SEARCH "${ROUNDS:-2}" "start-up|decode batch|graph replays|prefill|static|device|in-step batch (8|32)"
 } >>"$log" 2>&1
 cut -c1-300 "$log"

@@ -9,13 +9,5 @@
 set -u
 source bench/dist_env.sh
 ab_begin small-kernel-carveout-ab
-{
-  for round in $(seq "${ROUNDS:-2}"); do
-    for value in 0 1; do
-      echo "== engine timing GPUSCOUT_SMALL_KERNEL_CARVEOUT=$value, round $round"
-      GPUSCOUT_SMALL_KERNEL_CARVEOUT=$value "$DIST/infer_engine_test" --bench llama-3.1-8b 2>&1 |
-        grep -E "start-up|decode batch|prefill 1 x" | cut -c1-300
-    done
-  done
-} >>"$log" 2>&1
+engine_ab_switch GPUSCOUT_SMALL_KERNEL_CARVEOUT "${ROUNDS:-2}" "start-up|decode batch|prefill 1 x" >>"$log" 2>&1
 ab_end small-kernel-carveout-ab
