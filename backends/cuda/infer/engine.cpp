@@ -1398,11 +1398,8 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.allocate_workspace(*e.ranks[0], true);
   const std::int64_t work = static_cast<std::int64_t>(e.ranks[0]->work_bytes);
   const std::int64_t min_kv = kv_bytes_per_block(config, e.tp, options.kv_block_size) * e.mbps;
-  // kernels.hpp; GPUSCOUT_SMALL_KERNEL_CARVEOUT=0 leaves the carveouts to the driver.
-  const bool small_kernel_carveout = env_switch_on("GPUSCOUT_SMALL_KERNEL_CARVEOUT");
   for (auto& r : e.ranks) {
     GPUSCOUT_CUDA_CHECK(cudaSetDevice(r->device));
-    if (small_kernel_carveout) prefer_shared_carveout_in_small_kernels();
     std::size_t free_b = 0, total_b = 0;
     GPUSCOUT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const double usable = static_cast<double>(free_b);
@@ -1460,9 +1457,11 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
 #endif
 
   // Weights and workspaces, then the KV cache from what the fraction leaves.
+  const bool small_kernel_carveout = env_switch_on("GPUSCOUT_SMALL_KERNEL_CARVEOUT");  // kernels.hpp
   e.pool->run([&](int ri) {
     Rank& r = *e.ranks[static_cast<std::size_t>(ri)];
     GPUSCOUT_CUDA_CHECK(cudaSetDevice(r.device));
+    if (small_kernel_carveout) prefer_shared_carveout_in_small_kernels();
     GPUSCOUT_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
     GPUSCOUT_CUDA_CHECK(cudaStreamCreateWithFlags(&r.copy_stream, cudaStreamNonBlocking));
     for (cudaEvent_t& ev : r.step_done) GPUSCOUT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
