@@ -7,7 +7,8 @@
 # Usage (repository root on the GPU machine): DIST=.devdist MODEL=llama-3.1-8b [RUNS="search0 ties"]
 #   [SKIP_UNTRACED=1] [NO_RAW=1] bash bench/run_kernel_trace_h200.sh
 # RUNS (default "search0 search1 fp8"): search0/search1 (GPUSCOUT_GEMM_SEARCH), fp8 (--fp8), ties
-# (GPUSCOUT_GEMM_LT_TIES=1; the others run with it off). Session 27 also ran prefetch2 (GPUSCOUT_L2_PREFETCH=2,
+# (GPUSCOUT_GEMM_LT_TIES=1; the others run with it off), pairs0/pairs1 (the search on, the pair decode
+# attention kernel withheld from / offered to the start-up tuning: GPUSCOUT_DECODE_PAIR_KERNEL). Session 27 also ran prefetch2 (GPUSCOUT_L2_PREFETCH=2,
 # code reverted; commit 2972bb1 has it).
 # Writes $OUT/kernel-trace.txt (log, untraced and traced bench lines), $OUT/kernel-trace-<run>.txt
 # (summaries) and $OUT/kernel-trace.tar.gz (per-position CSVs of
@@ -37,12 +38,13 @@ library=$(ls "$(dirname "$header")"/../lib/libcupti.so* /usr/local/cuda*/extras/
   echo "== untraced, GPUSCOUT_GEMM_SEARCH=0"
   [ -n "${SKIP_UNTRACED:-}" ] || timeout 300 "$DIST/infer_engine_test" --bench "$model" 2>&1 | grep -E "$pattern" | cut -c1-300
   for run in ${RUNS:-search0 search1 fp8}; do
-    search=0 ties=0 flags=()
+    search=0 ties=0 pair=${GPUSCOUT_DECODE_PAIR_KERNEL:-1} flags=()
     [ "$run" = search1 ] && search=1
     [ "$run" = fp8 ] && flags=(--fp8)
     [ "$run" = ties ] && ties=1
-    echo "== traced $run: GPUSCOUT_GEMM_SEARCH=$search GPUSCOUT_GEMM_LT_TIES=$ties ${flags[*]}"
-    GPUSCOUT_GEMM_SEARCH=$search GPUSCOUT_GEMM_LT_TIES=$ties \
+    case $run in pairs0 | pairs1) search=1 pair=${run#pairs} ;; esac
+    echo "== traced $run: GPUSCOUT_GEMM_SEARCH=$search GPUSCOUT_GEMM_LT_TIES=$ties GPUSCOUT_DECODE_PAIR_KERNEL=$pair ${flags[*]}"
+    GPUSCOUT_GEMM_SEARCH=$search GPUSCOUT_GEMM_LT_TIES=$ties GPUSCOUT_DECODE_PAIR_KERNEL=$pair \
       CUDA_INJECTION64_PATH="$runs/libktrace.so" KTRACE_OUT="$runs/trace-$run.csv" \
       timeout 300 "$DIST/infer_engine_test" --bench "$model" "${flags[@]}" 2>&1 | grep -E "$pattern|^  gemm " |
       cut -c1-300

@@ -4,7 +4,7 @@
 //                                     Scheduler plans through both executors, logits compared and
 //                                     greedy tokens checked; exit 77 without a GPU
 //   infer_engine_test --bench MODEL [--tp N] [--no-pdl] [--fp8] [--no-attention-tuning] [--no-gemm-ties]
-//                     [--attention-plan split|streaming:BLOCKS] [--knock-out norms,rope,attention,silu]
+//                     [--attention-plan split|streaming:BLOCKS|pairs:STAGES] [--knock-out norms,rope,attention,silu]
 //                                     (knock-out: those per-layer kernels left out, for timing
 //                                     attribution of decode steps only; the tokens are then
 //                                     meaningless, and in prefill steps the GEMMs then read zeros,
@@ -52,6 +52,7 @@
 #include "gpuscout/infer/transformer_config.hpp"
 #include "gpuscout/infer/weights.hpp"
 #include "gpuscout/workloads/model_catalog.hpp"
+#include "kernel_variants.hpp"
 #include "kernels.hpp"
 
 namespace {
@@ -517,7 +518,7 @@ struct BenchFlags {
   bool pdl = true, fp8 = false, tune_attention = true, resolve_gemm_ties = true;
   bool graphs = true;  // --no-graphs: every step eager, as steps with prompt chunks always are
   unsigned knock_out = 0;
-  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS
+  ci::DecodeAttentionPlan attention_plan;  // --attention-plan split|streaming:BLOCKS|pairs:STAGES
 };
 
 int bench(const std::string& model, const BenchFlags& flags) {
@@ -756,8 +757,13 @@ int main(int argc, char** argv) {
         } else if (plan.rfind("streaming:", 0) == 0 && std::stoi(plan.substr(10)) > 0) {
           flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::streaming;
           flags.attention_plan.grid_blocks = std::stoi(plan.substr(10));
+        } else if (plan == "pairs:2" || plan == "pairs:3") {
+          flags.attention_plan.kernel = ci::DecodeAttentionPlan::Kernel::pairs;
+          flags.attention_plan.stages = plan.back() - '0';
         } else {
-          fmt::print(stderr, "--attention-plan: expected split or streaming:BLOCKS (BLOCKS > 0), got '{}'\n", plan);
+          fmt::print(stderr,
+                     "--attention-plan: expected split, streaming:BLOCKS (BLOCKS > 0), pairs:2 or pairs:3, got '{}'\n",
+                     plan);
           return 2;
         }
       }
@@ -828,6 +834,12 @@ int main(int argc, char** argv) {
       for (const auto kernel : {ci::DecodeAttentionPlan::Kernel::split, ci::DecodeAttentionPlan::Kernel::streaming}) {
         for (const Scenario* sc : {&mixed, &single})
           failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
+      }
+      // The pair kernel runs head sizes 64 and 128: on the head-128 model, both ring depths.
+      for (const int stages : {3, 2}) {
+        if (ci::decode_attention_pairs_supported(wide.head_dim, stages)) {
+          failures += run_scenario(wide, gpus, true, mixed, false, {ci::DecodeAttentionPlan::Kernel::pairs, 0, stages});
+        }
       }
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);
       // FP8 weights on our kernels up to 8 rows (the skinny kernel on decoded codes), whatever timing picks.

@@ -9,8 +9,9 @@
 //                                at 512..576 tokens for the Llama-3.1-8B and Qwen2.5-7B head shapes]
 //   infer_kernels_test --prefill-step-bench   the checks, then each kernel of a 16 x 512-token prefill
 //                                step of Llama-3.1-8B timed alone
-//   infer_kernels_test --decode-profile llama|qwen   no checks: decode attention at batch 32,
-//                                512..576 tokens, launched 3 times (for ncu --launch-skip 2)
+//   infer_kernels_test --decode-profile llama|qwen [STAGES]   no checks: decode attention at batch 32,
+//                                512..576 tokens, launched 3 times (for ncu --launch-skip 2); with
+//                                STAGES, the pair kernel with that many stages
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -481,10 +482,10 @@ struct BatchHost {
   std::vector<std::int32_t> q_start, q_len, ctx;
 };
 
-// Decode: launch_decode_attention's own choice or one of its two kernels; for the streaming kernel
+// Decode: launch_decode_attention's own choice or one of its kernels; for the streaming kernel
 // grid_blocks 0 is its own grid, a fixed one checks the work split at its extremes (one block doing
-// every pair, or many blocks merging each pair).
-enum class DecodeKernel { automatic, streaming, split };
+// every pair, or many blocks merging each pair); for the pair kernel grid_blocks is its stages.
+enum class DecodeKernel { automatic, streaming, split, pairs };
 
 void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode,
                         DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0,
@@ -518,6 +519,14 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
           launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
                                        ws.p, dout.as<bf16>(), out_stride, nullptr);
         } catch (const std::invalid_argument& e) {  // its shared memory does not fit this GPU
+          std::printf("SKIP  %s: %s\n", name.c_str(), e.what());
+          return;
+        }
+      } else if (kernel == DecodeKernel::pairs) {
+        try {
+          launch_decode_attention_pairs(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch,
+                                        shape, dout.as<bf16>(), out_stride, nullptr);
+        } catch (const std::invalid_argument& e) {  // head size 32, or its shared memory does not fit this GPU
           std::printf("SKIP  %s: %s\n", name.c_str(), e.what());
           return;
         }
@@ -568,6 +577,8 @@ void run_decode_cases(const std::string& name, const AttentionShape& shape, cons
   run_attention_case(name, shape, b, true);
   run_attention_case(name + " [streaming]", shape, b, true, DecodeKernel::streaming);
   run_attention_case(name + " [split]", shape, b, true, DecodeKernel::split);
+  run_attention_case(name + " [pairs, 3 stages]", shape, b, true, DecodeKernel::pairs, 3);
+  run_attention_case(name + " [pairs, 2 stages]", shape, b, true, DecodeKernel::pairs, 2);
 }
 
 void test_decode_attention() {
@@ -861,7 +872,9 @@ struct LtGemm {
 // contexts up to 8k and 32k, else the engine benchmark's 512..576 steps only).
 // profile_batch > 0: only that batch at 512..576, the automatic choice launched 3 times untimed
 // (a target for ncu --launch-skip 2 --launch-count 1).
-void bench_decode_attention(const AttentionShape& shape, const char* name, bool all_cases, int profile_batch = 0) {
+// profile_pair_stages > 0: the pair kernel with that many stages instead.
+void bench_decode_attention(const AttentionShape& shape, const char* name, bool all_cases, int profile_batch = 0,
+                            int profile_pair_stages = 0) {
   // Plain launches, as the engine's start-up tuning times them: under programmatic launch the timed
   // launches overlap (the next one's blocks start their loads during the one before wherever the grid
   // leaves room on the SMs), which favours small grids by more than a decode step shows (bench/NOTES.md,
@@ -874,9 +887,10 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
   std::printf(
       "(plain launches; contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: "
       "the split kernel; "
-      "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; GB/s at the choice)\n");
-  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
-              "stream@2x", "stream@3x", "stream@4x", "GB/s", "MB read");
+      "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; pairs/N: the pair kernel with N "
+      "stages; GB/s at the choice)\n");
+  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
+              "stream@2x", "stream@3x", "stream@4x", "pairs/3", "pairs/2", "GB/s", "MB read");
   struct DecodeCase {
     int batch, lo, hi;
   };
@@ -919,9 +933,15 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     const DeviceBatch device_batch(qs, ql, cl, tables, blocks_per_seq, max_context, 1);
     const AttentionBatch& b = device_batch.view;
     if (profile_batch > 0) {
-      for (int i = 0; i < 3; ++i)
-        launch_decode_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape, ws.p, out.as<bf16>(),
-                                4096, nullptr);
+      for (int i = 0; i < 3; ++i) {
+        if (profile_pair_stages > 0) {
+          launch_decode_attention_pairs(profile_pair_stages, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b,
+                                        shape, out.as<bf16>(), 4096, nullptr);
+        } else {
+          launch_decode_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), b, shape, ws.p, out.as<bf16>(),
+                                  4096, nullptr);
+        }
+      }
       CUDA_CHECK(cudaDeviceSynchronize());
       continue;
     }
@@ -929,8 +949,14 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     std::snprintf(context, sizeof context, c.lo == c.hi ? "%d" : "%d..%d", c.lo, c.hi);
     std::printf("%6d %12s", batch_size, context);
     float default_ms = 0;
-    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid.
-    for (const int per_sm : {-1, 0, 1, 2, 3, 4}) {
+    // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid, 5 and 6:
+    // the pair kernel with 3 and 2 stages (0 us where it does not run).
+    for (const int per_sm : {-1, 0, 1, 2, 3, 4, 5, 6}) {
+      const int pair_stages = per_sm == 5 ? 3 : 2;
+      if (per_sm >= 5 && !decode_attention_pairs_supported(shape.head_dim, pair_stages)) {
+        std::printf(" %8.2f", 0.0);
+        continue;
+      }
       const float ms = median_ms(
           [&](int i) {
             AttentionBatch bi = b;
@@ -938,6 +964,9 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
             if (per_sm < 0) {
               launch_decode_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
                                       out.as<bf16>(), 4096, nullptr);
+            } else if (per_sm >= 5) {
+              launch_decode_attention_pairs(pair_stages, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape,
+                                            out.as<bf16>(), 4096, nullptr);
             } else if (per_sm == 0) {
               launch_decode_attention_split(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
                                             out.as<bf16>(), 4096, nullptr);
@@ -948,7 +977,7 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
           },
           10);
       if (per_sm < 0) default_ms = ms;
-      std::printf(per_sm <= 0 ? " %8.2f" : " %10.2f", ms * 1e3);
+      std::printf(per_sm <= 0 || per_sm >= 5 ? " %8.2f" : " %10.2f", ms * 1e3);
     }
     std::printf(" %8.1f %8.1f\n", bytes / default_ms / 1e6, bytes / 1e6);
   }
@@ -1285,7 +1314,7 @@ int main(int argc, char** argv) {
       // Launches only (no checks): batch 32 at 512..576 for the named head shape.
       const bool qwen = std::strcmp(argv[2], "qwen") == 0;
       bench_decode_attention(qwen ? AttentionShape{28, 4, 128, 16} : AttentionShape{32, 8, 128, 16},
-                             qwen ? "Qwen2.5-7B" : "Llama-3.1-8B", false, 32);
+                             qwen ? "Qwen2.5-7B" : "Llama-3.1-8B", false, 32, argc > 3 ? std::atoi(argv[3]) : 0);
       return 0;
     }
     if (argc > 2 && std::strcmp(argv[1], "--prefill-profile") == 0) {

@@ -62,6 +62,104 @@ CurrentDevice current_device() {
   return d;
 }
 
+// The tensor-core work of the streaming and pair kernels for one warp's 16 tokens of a K/V tile in
+// shared memory. Layout::offset(row, chunk) is where 16-byte chunk `chunk` of tile row `row` lies;
+// the warp's tokens are the tile rows row0 .. row0 + 15. The GQA group's query heads are the A
+// fragment rows g = lane / 4 (rows g + 8 are zero); tig = lane % 4 picks the column pairs.
+
+// S (query heads x the warp's 16 tokens) = Q K^T.
+template <int D, typename Layout>
+__device__ __forceinline__ void tile_scores(const std::uint32_t (&qa)[D / 16][2], const bf16* kt, int row0, int lane,
+                                            float (&s)[2][4]) {
+#pragma unroll
+  for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    std::uint32_t b[4];
+    ldmatrix_x4(b, kt + Layout::offset(row0 + lane % 8 + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
+    const std::uint32_t a[4] = {qa[kk][0], 0u, qa[kk][1], 0u};
+    mma_bf16(s[0], a, b[0], b[1]);
+    mma_bf16(s[1], a, b[2], b[3]);
+  }
+}
+
+// Online softmax of row g over the 16 scores (log2 domain; tokens from ctx on count as -inf), the
+// lane's first token being token0: s becomes P, m and l move on, and the factor the O accumulators
+// must be scaled by is returned.
+__device__ __forceinline__ float tile_softmax(float (&s)[2][4], int token0, int ctx, float scale_log2, float& m,
+                                              float& l) {
+  float mx = m;
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      s[n][j] = token0 + n * 8 + j < ctx ? s[n][j] * scale_log2 : -INFINITY;
+      mx = fmaxf(mx, s[n][j]);
+    }
+#pragma unroll
+  for (int x = 1; x < 4; x *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+  const float base = mx == -INFINITY ? 0.0f : mx;  // no token yet: everything stays 0
+  const float alpha = exp2f(m - base);
+  m = mx;
+  float sum = 0.0f;
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      s[n][j] = exp2f(s[n][j] - base);
+      sum += s[n][j];
+    }
+  l = fmaf(l, alpha, sum);
+  return alpha;
+}
+
+// The B fragments of V for output columns 16 db .. 16 db + 15 (two n-tiles of 8).
+template <typename Layout>
+__device__ __forceinline__ void tile_values(std::uint32_t (&b)[4], const bf16* vt, int row0, int lane, int db) {
+  ldmatrix_x4_trans(b, vt + Layout::offset(row0 + lane % 8 + ((lane / 8) % 2) * 8, db * 2 + lane / 16));
+}
+
+// The block's warps combined: each warp's O rows g (o[i][0..1], columns 8i + 2 tig) scaled to the
+// block's maximum into partial[warp][g][D] (shared, kWarps x kMaxGroup x D floats) and their sums
+// into warp_sum[warp][g]; warp_max[w][g] holds each warp's maximum. Every thread of the block calls
+// it; it ends with a barrier, after which both arrays may be read.
+template <int D, int kWarps, int N>
+__device__ __forceinline__ void combine_warps(const float (&o)[D / 8][N], float m, float l, float* partial,
+                                              float (&warp_max)[kWarps][kMaxGroup],
+                                              float (&warp_sum)[kWarps][kMaxGroup]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int x = 1; x < 4; x *= 2) l += __shfl_xor_sync(0xffffffffu, l, x);
+  if (tig == 0) warp_max[warp][g] = m;
+  __syncthreads();
+  float block_max = warp_max[0][g];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) block_max = fmaxf(block_max, warp_max[w][g]);
+  const float f = m == -INFINITY ? 0.0f : exp2f(m - block_max);  // a warp without tokens adds nothing
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+    *reinterpret_cast<float2*>(partial + (warp * kMaxGroup + g) * D + i * 8 + tig * 2) =
+        make_float2(o[i][0] * f, o[i][1] * f);
+  }
+  if (tig == 0) warp_sum[warp][g] = l * f;
+  __syncthreads();
+}
+
+// Element e (query head e / D of the group, column e % D) after combine_warps: the warps' O sum (x)
+// and their weight sum (y), so that x / y is the attention output.
+template <int D, int kWarps>
+__device__ __forceinline__ float2 combined_element(const float* partial, const float (&warp_sum)[kWarps][kMaxGroup],
+                                                   int e) {
+  const int h = e / D;
+  float acc = 0.0f, total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    acc += partial[(w * kMaxGroup + h) * D + e - h * D];
+    total += warp_sum[w][h];
+  }
+  return make_float2(acc, total);
+}
+
 namespace streaming {
 
 constexpr int kWarps = 4;
@@ -321,42 +419,12 @@ __global__ void __launch_bounds__(kThreads)
     lookup_tile();  // tile it + kStages, into the slot tile it - 1 used
     issue_tile((it + kStages - 1) % kStages);
 
-    // S (query heads x this warp's 16 tokens) = Q K^T.
+    // S (query heads x this warp's 16 tokens) = Q K^T, then the online softmax of row g.
     const bf16* kt = ks + stage * T::kElems;
     const bf16* vt = vs + stage * T::kElems;
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t b[4];
-      ldmatrix_x4(b, kt + T::offset(warp * 16 + lane % 8 + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
-      const std::uint32_t a[4] = {qa[kk][0], 0u, qa[kk][1], 0u};
-      mma_bf16(s[0], a, b[0], b[1]);
-      mma_bf16(s[1], a, b[2], b[3]);
-    }
-    // Online softmax of row g over the warp's tokens (log2 domain; -inf past the context).
-    const int token0 = cur.j * kTileRows + warp * 16 + tig * 2;
-    float mx = m;
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        s[n][j] = token0 + n * 8 + j < cur.ctx ? s[n][j] * scale_log2 : -INFINITY;
-        mx = fmaxf(mx, s[n][j]);
-      }
-#pragma unroll
-    for (int x = 1; x < 4; x *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
-    const float base = mx == -INFINITY ? 0.0f : mx;  // no token yet: everything stays 0
-    const float alpha = exp2f(m - base);
-    m = mx;
-    float sum = 0.0f;
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        s[n][j] = exp2f(s[n][j] - base);
-        sum += s[n][j];
-      }
-    l = fmaf(l, alpha, sum);
+    float s[2][4];
+    tile_scores<D, T>(qa, kt, warp * 16, lane, s);
+    const float alpha = tile_softmax(s, cur.j * kTileRows + warp * 16 + tig * 2, cur.ctx, scale_log2, m, l);
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) {
       o[i][0] *= alpha;
@@ -367,7 +435,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int db = 0; db < D / 16; ++db) {
       std::uint32_t b[4];
-      ldmatrix_x4_trans(b, vt + T::offset(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8, db * 2 + lane / 16));
+      tile_values<T>(b, vt, warp * 16, lane, db);
       mma_bf16(o[2 * db], pa, b[0], b[1]);
       mma_bf16(o[2 * db + 1], pa, b[2], b[3]);
     }
@@ -375,22 +443,8 @@ __global__ void __launch_bounds__(kThreads)
     if (cur.j == cur.tiles - 1 || cur.x == x1 - 1) {
       // Segment end: the warps' rows combined through shared memory; the K stage of this tile is
       // free until the next iteration's barrier and holds the per-warp accumulators.
-#pragma unroll
-      for (int x = 1; x < 4; x *= 2) l += __shfl_xor_sync(0xffffffffu, l, x);
-      if (tig == 0) warp_max[warp][g] = m;
-      __syncthreads();
-      float block_max = warp_max[0][g];
-#pragma unroll
-      for (int w = 1; w < kWarps; ++w) block_max = fmaxf(block_max, warp_max[w][g]);
-      const float f = m == -INFINITY ? 0.0f : exp2f(m - block_max);
       auto* partial = reinterpret_cast<float*>(ks + stage * T::kElems);  // [kWarps][kMaxGroup][D]
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        *reinterpret_cast<float2*>(partial + (warp * kMaxGroup + g) * D + i * 8 + tig * 2) =
-            make_float2(o[i][0] * f, o[i][1] * f);
-      }
-      if (tig == 0) warp_sum[warp][g] = l * f;
-      __syncthreads();
+      combine_warps<D>(o, m, l, partial, warp_max, warp_sum);
       const int pair = cur.seq * kv_heads + cur.kvh;
       const int pair_first = prefix[cur.seq] * kv_heads + cur.kvh * cur.tiles;
       const int first_block = pair_first / chunk, last_block = (pair_first + cur.tiles - 1) / chunk;
@@ -398,16 +452,12 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t slot = static_cast<std::int64_t>(blockIdx.x) + pair;
       for (int e = tid; e < group * D; e += kThreads) {
         const int h = e / D;
-        float acc = 0.0f, total = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) {
-          acc += partial[(w * kMaxGroup + h) * D + e - h * D];
-          total += warp_sum[w][h];
-        }
+        const float2 sums = combined_element<D>(partial, warp_sum, e);
+        const float total = sums.y;
         if (first_block == last_block) {  // the whole pair was this block's
-          dst[e] = __float2bfloat16_rn(acc / total);
+          dst[e] = __float2bfloat16_rn(sums.x / total);
         } else {
-          ws.acc[slot * group * D + e] = acc;
+          ws.acc[slot * group * D + e] = sums.x;
           if (e - h * D == 0) {
             float mh = warp_max[0][h];
 #pragma unroll
@@ -527,6 +577,192 @@ int resident_blocks_per_sm(int device) {
 }
 
 }  // namespace streaming
+
+// pairs: one block per (sequence, KV head) pair, its tokens cut into 16-token tiles shared out in
+// four contiguous runs, one per warp. Each warp streams its run through a ring of its own in shared
+// memory (cp.async, the streaming kernel's swizzled 16-row layout), so the loop has no block
+// barrier, and the four warps are combined once, in shared memory: no partials in global memory,
+// no merge counters, no fences. Nsight Compute on the streaming kernel (bench/NOTES.md, session 30)
+// put ~40% of its warps' time in the per-block work that does not stream K/V (prologue, segment
+// ends, merges of pairs split across blocks) and ~25% at the barrier and cp.async wait that open
+// each tile. This kernel suits batches with at least about as many pairs as the GPU holds blocks
+// (batch 32 x 8 KV heads); the engine's start-up timing decides where it runs.
+namespace pairs {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = 16;  // tokens per warp tile: the n of two m16n8k16 products
+
+// One K (or V) tile of one warp: 16 rows of D, 16-byte chunk c of row r at c ^ (r % 8).
+template <int D>
+struct WarpTile {
+  static_assert(D == 64 || D == 128, "the XOR swizzle needs at least 8 chunks per row");
+  static constexpr int kChunks = D / 8;
+  static constexpr int kElems = kTileRows * D;
+  __device__ static int offset(int row, int chunk) { return row * D + ((chunk ^ (row & 7)) * 8); }
+};
+
+template <int D, int kStages>
+constexpr std::size_t dynamic_smem_bytes() {
+  return static_cast<std::size_t>(kWarps) * kStages * 2 * WarpTile<D>::kElems * sizeof(bf16);
+}
+
+template <int D, int kStages>
+__global__ void __launch_bounds__(kThreads)
+    decode_pair_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
+                       AttentionShape shape, bf16* out, int out_stride, float scale_log2) {
+  using T = WarpTile<D>;
+  extern __shared__ uint4 dynamic_smem[];
+  __shared__ float warp_max[kWarps][kMaxGroup], warp_sum[kWarps][kMaxGroup];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, tig = lane % 4;
+  const int kv_heads = shape.kv_heads, group = shape.heads / kv_heads, bs = shape.block_size;
+  const int seq = static_cast<int>(blockIdx.x) / kv_heads, kvh = static_cast<int>(blockIdx.x) % kv_heads;
+  // The step's metadata was copied before its first kernel: it and the block table precede pdl_wait.
+  const int ctx = batch.q_len[seq] > 0 ? batch.context_len[seq] : -1;
+  if (ctx < 0) {  // no query row: nothing to write (every block waits, kernel_util.cuh)
+    pdl_wait();
+    pdl_trigger();
+    return;
+  }
+  bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + kvh * group * D;
+  const int tiles = ceil_div(ctx, kTileRows);
+  const int t0 = tiles * warp / kWarps, t1 = tiles * (warp + 1) / kWarps;  // this warp's run
+
+  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem) + warp * kStages * 2 * T::kElems;  // [kStages][K, V]
+  // The block table in windows of 32 entries, lane j holding entry base + j: the current window and
+  // the next one, loaded a window ahead of the copies that use them.
+  const std::int32_t* table = batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
+  auto window = [&](int base) {
+    const int i = base + lane;
+    return i < batch.max_blocks_per_seq ? table[i] : 0;
+  };
+  int base = (t0 * kTileRows / bs) & ~31;
+  std::int32_t cur = window(base), next = window(base + 32);
+  // Lane l copies chunk l % kChunks of rows l / kChunks + i * kRowsPerCopy of the tile's K and V:
+  // each copy instruction of the warp reads whole rows (512 contiguous bytes at head size 128).
+  constexpr int kRowsPerCopy = 32 / T::kChunks;
+  const int chunk = lane % T::kChunks, row0 = lane / T::kChunks;
+  auto issue = [&](int t, int stage) {
+    if (t < t1) {
+      if (t * kTileRows / bs >= base + 32) {  // warp-uniform: every lane moves the windows together
+        base += 32;
+        cur = next;
+        next = window(base + 32);
+      }
+      // The cache row of `token` (< 64 blocks past base: the tile starts below base + 32).
+      auto cache_row = [&](int token) {
+        const int block = token / bs - base;
+        const std::int32_t lo = __shfl_sync(0xffffffffu, cur, block & 31);
+        const std::int32_t hi = __shfl_sync(0xffffffffu, next, block & 31);
+        return (static_cast<std::int64_t>(block < 32 ? lo : hi) * kv_heads + kvh) * bs + token % bs;
+      };
+      // Block sizes that are multiples of the tile (the engine's 16): the tile's rows are consecutive
+      // rows of one cache block, so one lookup serves them all.
+      const bool one_block = bs % kTileRows == 0;
+      const std::int64_t tile_row = one_block ? cache_row(t * kTileRows) : 0;
+      bf16* kd = ks + stage * 2 * T::kElems;
+#pragma unroll
+      for (int i = 0; i < kTileRows / kRowsPerCopy; ++i) {
+        const int r = row0 + i * kRowsPerCopy, token = t * kTileRows + r;
+        const bool valid = token < ctx;
+        const std::int64_t row = one_block ? tile_row + r : cache_row(min(token, ctx - 1));
+        const std::int64_t src = valid ? row * D + chunk * 8 : 0;
+        const int o = T::offset(r, chunk);
+        cp_async16(kd + o, k_cache + src, valid ? 16 : 0);
+        cp_async16(kd + T::kElems + o, v_cache + src, valid ? 16 : 0);
+      }
+    }
+    cp_async_commit();  // one group per call, empty or not: the wait counts stay uniform
+  };
+  // The newest token (ctx - 1) is stored by the kernel before this one. The first tiles that do not
+  // hold it are requested before pdl_wait; the rest of the ring's first kStages - 1 after it.
+  const int newest_tile = (ctx - 1) / kTileRows;
+  int early = 0;
+  while (early < kStages - 1 && t0 + early < t1 && t0 + early != newest_tile) {
+    issue(t0 + early, early);
+    ++early;
+  }
+  pdl_wait();
+  pdl_trigger();
+  if (ctx == 0) {  // padding with a query row: deterministic zeros
+    for (int e = tid; e < group * D; e += kThreads) dst[e] = __float2bfloat16_rn(0.0f);
+    return;
+  }
+  for (int s = early; s < kStages - 1; ++s) issue(t0 + s, s);
+
+  // Q of the group's heads as the A fragment rows g (rows g + 8 are zero).
+  std::uint32_t qa[D / 16][2];
+  {
+    const bf16* qrow = q + static_cast<std::int64_t>(batch.q_start[seq]) * q_stride + (kvh * group + g) * D;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qa[kk][0] = g < group ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + tig * 2) : 0u;
+      qa[kk][1] = g < group ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + 8 + tig * 2) : 0u;
+    }
+  }
+  float o[D / 8][2];  // O accumulators of row g, columns 8i + 2 tig (+1)
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int t = t0, it = 0; t < t1; ++t, ++it) {
+    const int stage = it % kStages;
+    // Tile t + kStages - 1 goes into the stage tile t - 1 left (every lane is past reading it) before
+    // the wait for tile t, so the wait has every stage's copies in flight.
+    __syncwarp();
+    issue(t + kStages - 1, (it + kStages - 1) % kStages);
+    cp_async_wait<kStages - 1>();
+    __syncwarp();  // every lane's copies of tile t landed
+    const bf16* kt = ks + stage * 2 * T::kElems;
+    const bf16* vt = kt + T::kElems;
+    float s[2][4];
+    tile_scores<D, T>(qa, kt, 0, lane, s);
+    const float alpha = tile_softmax(s, t * kTileRows + tig * 2, ctx, scale_log2, m, l);
+    // O += P V: the S accumulators are the A fragment of P (rows g + 8 zero); O is scaled on the way.
+    const std::uint32_t pa[4] = {pack_bf16(s[0][0], s[0][1]), 0u, pack_bf16(s[1][0], s[1][1]), 0u};
+#pragma unroll
+    for (int db = 0; db < D / 16; ++db) {
+      std::uint32_t b[4];
+      tile_values<T>(b, vt, 0, lane, db);
+      float c0v[4] = {o[2 * db][0] * alpha, o[2 * db][1] * alpha, 0.0f, 0.0f};
+      float c1v[4] = {o[2 * db + 1][0] * alpha, o[2 * db + 1][1] * alpha, 0.0f, 0.0f};
+      mma_bf16(c0v, pa, b[0], b[1]);
+      mma_bf16(c1v, pa, b[2], b[3]);
+      o[2 * db][0] = c0v[0], o[2 * db][1] = c0v[1];
+      o[2 * db + 1][0] = c1v[0], o[2 * db + 1][1] = c1v[1];
+    }
+  }
+  cp_async_wait<0>();  // the ring's trailing groups are empty; none may land after the reuse below
+
+  // The four warps combined in the rings' memory (free now).
+  auto* partial = reinterpret_cast<float*>(dynamic_smem);  // [kWarps][kMaxGroup][D]
+  combine_warps<D>(o, m, l, partial, warp_max, warp_sum);
+  for (int e = tid; e < group * D; e += kThreads) {
+    const float2 sums = combined_element<D>(partial, warp_sum, e);
+    dst[e] = __float2bfloat16_rn(sums.x / sums.y);
+  }
+}
+
+// Raises the kernel's dynamic shared memory limit once per device; false where the device's opt-in
+// limit is below what the kernel needs.
+template <int D, int kStages>
+bool configure(int device) {
+  static std::array<std::atomic<int>, 64> state{};  // 0: not yet, 1: fits, 2: does not
+  if (device >= 0 && device < static_cast<int>(state.size()) && state[device].load() != 0) {
+    return state[device].load() == 1;
+  }
+  const bool fits = dynamic_smem_bytes<D, kStages>() <= static_cast<std::size_t>(shared_memory_optin_bytes(device)) -
+                                                            2 * kWarps * kMaxGroup * sizeof(float);
+  if (fits) {
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(decode_pair_kernel<D, kStages>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(dynamic_smem_bytes<D, kStages>())));
+  }
+  if (device >= 0 && device < static_cast<int>(state.size())) state[device].store(fits ? 1 : 2);
+  return fits;
+}
+
+}  // namespace pairs
 
 namespace split {
 
@@ -841,6 +1077,42 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
   });
 }
 
+bool decode_attention_pairs_supported(int head_dim, int stages) {
+  if ((head_dim != 64 && head_dim != 128) || (stages != 2 && stages != 3)) return false;
+  const int device = current_device().device;
+  bool fits = false;
+  dispatch_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if constexpr (D == 64 || D == 128) {
+      fits = stages == 2 ? pairs::configure<D, 2>(device) : pairs::configure<D, 3>(device);
+    }
+  });
+  return fits;
+}
+
+void launch_decode_attention_pairs(int stages, const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                   const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
+                                   cudaStream_t stream) {
+  if (batch.num_seqs <= 0) return;
+  if (!decode_attention_pairs_supported(shape.head_dim, stages)) {
+    throw std::invalid_argument(fmt::format(
+        "decode attention: the pair kernel runs head size 64 or 128 with 2 or 3 stages, where this GPU's shared "
+        "memory per block holds them (asked: head size {}, {} stages)",
+        shape.head_dim, stages));
+  }
+  const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
+  const dim3 grid(static_cast<unsigned>(batch.num_seqs) * static_cast<unsigned>(shape.kv_heads));
+  dispatch_head_dim(shape.head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if constexpr (D == 64 || D == 128) {
+      auto* kernel = stages == 2 ? pairs::decode_pair_kernel<D, 2> : pairs::decode_pair_kernel<D, 3>;
+      launch_kernel(kernel, grid, pairs::kThreads,
+                    stages == 2 ? pairs::dynamic_smem_bytes<D, 2>() : pairs::dynamic_smem_bytes<D, 3>(), stream, q,
+                    q_stride, k_cache, v_cache, batch, shape, out, out_stride, scale_log2);
+    }
+  });
+}
+
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                    const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                                    int out_stride, cudaStream_t stream) {
@@ -872,6 +1144,10 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
     dispatch_head_dim(shape.head_dim, [&](auto d) {
       streaming = streaming::streaming_fits<decltype(d)::value>(device, batch.num_seqs);
     });
+  }
+  if (plan.kernel == K::pairs && decode_attention_pairs_supported(shape.head_dim, plan.stages)) {
+    launch_decode_attention_pairs(plan.stages, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+    return;
   }
   if (streaming) {
     launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,
@@ -913,6 +1189,13 @@ std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim) {
   for (int per_sm = 1; per_sm <= resident && sms * per_sm <= streaming::kMaxGridBlocks; ++per_sm) {
     plans.push_back({DecodeAttentionPlan::Kernel::streaming, sms * per_sm});
   }
+  if (env_switch_on("GPUSCOUT_DECODE_PAIR_KERNEL")) {
+    for (const int stages : {3, 2}) {
+      if (decode_attention_pairs_supported(head_dim, stages)) {
+        plans.push_back({DecodeAttentionPlan::Kernel::pairs, 0, stages});
+      }
+    }
+  }
   return plans;
 }
 
@@ -927,6 +1210,8 @@ std::string describe(const DecodeAttentionPlan& plan) {
         s += " (" + std::to_string(plan.grid_blocks / sms) + "/SM)";
       return plan.grid_blocks > 0 ? s : "streaming (SMs x resident blocks)";
     }
+    case DecodeAttentionPlan::Kernel::pairs:
+      return "pairs (" + std::to_string(plan.stages) + " stages)";
     default:
       return "automatic";
   }

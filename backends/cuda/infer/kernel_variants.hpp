@@ -46,6 +46,14 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
                                   const bf16* v_cache, const AttentionBatch& batch, const AttentionShape& shape,
                                   void* workspace, bf16* out, int out_stride, cudaStream_t stream);
 
+// The pair kernel: a block per (sequence, KV head), a warp per quarter of its tokens, each warp
+// streaming 16-token tiles through its own ring of `stages` (2 or 3) in shared memory. Head size 64
+// or 128 only; throws std::invalid_argument where it cannot run (decode_attention_pairs_supported).
+bool decode_attention_pairs_supported(int head_dim, int stages);
+void launch_decode_attention_pairs(int stages, const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                   const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
+                                   cudaStream_t stream);
+
 // A kernel choice's switch for A/B runs: on unless the environment variable `name` is "0".
 bool env_switch_on(const char* name);
 
