@@ -1137,6 +1137,11 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
   using K = DecodeAttentionPlan::Kernel;
+  // A pair plan the GPU cannot run (head size 32, too little shared memory) falls to the split kernel.
+  if (plan.kernel == K::pairs && decode_attention_pairs_supported(shape.head_dim, plan.stages)) {
+    launch_decode_attention_pairs(plan.stages, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+    return;
+  }
   bool streaming =
       plan.kernel == K::automatic ? batch.num_seqs * shape.kv_heads >= kStreamMinPairs : plan.kernel == K::streaming;
   if (streaming) {  // where its shared memory does not fit this GPU (and this many sequences): split
@@ -1144,10 +1149,6 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
     dispatch_head_dim(shape.head_dim, [&](auto d) {
       streaming = streaming::streaming_fits<decltype(d)::value>(device, batch.num_seqs);
     });
-  }
-  if (plan.kernel == K::pairs && decode_attention_pairs_supported(shape.head_dim, plan.stages)) {
-    launch_decode_attention_pairs(plan.stages, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
-    return;
   }
   if (streaming) {
     launch_decode_attention_grid(plan.kernel == K::streaming ? plan.grid_blocks : 0, q, q_stride, k_cache, v_cache,

@@ -1542,10 +1542,17 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
     if (ri == 0 && overridden) {
       std::string line =
           "every bucket and context: " + describe(options.attention_plan_override) + " (set by the caller)";
-      const int fits = options.attention_plan_override.kernel == DecodeAttentionPlan::Kernel::streaming
+      const DecodeAttentionPlan& forced = options.attention_plan_override;
+      const int fits = forced.kernel == DecodeAttentionPlan::Kernel::streaming
                            ? decode_attention_streaming_max_seqs(config.head_dim)
                            : e.buckets.back();
-      if (fits < e.buckets.back()) {
+      if (forced.kernel == DecodeAttentionPlan::Kernel::pairs &&
+          !decode_attention_pairs_supported(config.head_dim, forced.stages)) {
+        line += fmt::format(
+            "; the split kernel runs instead: the pair kernel does not run head size {} with {} stages on this GPU "
+            "(it runs head sizes 64 and 128)",
+            config.head_dim, forced.stages);
+      } else if (fits < e.buckets.back()) {
         line += fits == 0
                     ? "; the split kernel runs instead: the streaming kernel's shared memory does not fit this GPU"
                     : fmt::format(

@@ -112,7 +112,7 @@ struct DecodeAttentionPlan {
   enum class Kernel { automatic, split, streaming, pairs };
   Kernel kernel = Kernel::automatic;
   int grid_blocks = 0;  // streaming: blocks of the grid; 0: the SMs times the blocks resident per SM
-  int stages = 3;       // pairs: each warp's ring of 16-token tiles (2 or 3)
+  int stages = 3;       // pairs: each warp's ring of 16-token tiles (2 or 3); the split kernel runs where it cannot
 };
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
@@ -122,7 +122,7 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
 // bucket and context class at start-up): split, streaming on 1, 2, ... blocks per SM up to the
 // blocks that fit one SM, and the pair kernel with 3 and 2 stages where it runs (head size 64 or 128;
 // GPUSCOUT_DECODE_PAIR_KERNEL=0 leaves it out). describe(): "split", "streaming 264 blocks (2/SM)",
-// "pairs (..., 3 stages)", "automatic".
+// "pairs (3 stages)", "automatic".
 std::vector<DecodeAttentionPlan> decode_attention_candidates(int head_dim);
 // The most sequences one streaming launch fits this GPU's shared memory for (0: none); beyond them
 // launch_decode_attention runs the split kernel, whatever the plan asked for.
