@@ -482,13 +482,13 @@ struct BatchHost {
   std::vector<std::int32_t> q_start, q_len, ctx;
 };
 
-// Decode: launch_decode_attention's own choice or one of its kernels; for the streaming kernel
-// grid_blocks 0 is its own grid, a fixed one checks the work split at its extremes (one block doing
-// every pair, or many blocks merging each pair); for the pair kernel grid_blocks is its stages.
+// Decode: launch_decode_attention's own choice or one of its kernels, with kernel_param: for the
+// streaming kernel its grid (0: its own; a fixed one checks the work split at its extremes, one block
+// doing every pair or many blocks merging each pair), for the pair kernel its stages.
 enum class DecodeKernel { automatic, streaming, split, pairs };
 
 void run_attention_case(const std::string& name, const AttentionShape& shape, const BatchHost& b, bool decode,
-                        DecodeKernel kernel = DecodeKernel::automatic, int grid_blocks = 0,
+                        DecodeKernel kernel = DecodeKernel::automatic, int kernel_param = 0,
                         PrefillAttentionPath prefill_path = PrefillAttentionPath::automatic) {
   const int seqs = static_cast<int>(b.ctx.size());
   const Paged p = make_paged(shape, b.ctx);
@@ -516,15 +516,15 @@ void run_attention_case(const std::string& name, const AttentionShape& shape, co
       dout.upload(std::vector<u16>(dout.n, kPoison));
       if (kernel == DecodeKernel::streaming) {
         try {
-          launch_decode_attention_grid(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch, shape,
-                                       ws.p, dout.as<bf16>(), out_stride, nullptr);
+          launch_decode_attention_grid(kernel_param, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch,
+                                       shape, ws.p, dout.as<bf16>(), out_stride, nullptr);
         } catch (const std::invalid_argument& e) {  // its shared memory does not fit this GPU
           std::printf("SKIP  %s: %s\n", name.c_str(), e.what());
           return;
         }
       } else if (kernel == DecodeKernel::pairs) {
         try {
-          launch_decode_attention_pairs(grid_blocks, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch,
+          launch_decode_attention_pairs(kernel_param, dq.as<bf16>(), q_stride, dk.as<bf16>(), dv.as<bf16>(), batch,
                                         shape, dout.as<bf16>(), out_stride, nullptr);
         } catch (const std::invalid_argument& e) {  // head size 32, or its shared memory does not fit this GPU
           std::printf("SKIP  %s: %s\n", name.c_str(), e.what());

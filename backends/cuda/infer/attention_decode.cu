@@ -643,6 +643,9 @@ __global__ void __launch_bounds__(kThreads)
   // each copy instruction of the warp reads whole rows (512 contiguous bytes at head size 128).
   constexpr int kRowsPerCopy = 32 / T::kChunks;
   const int chunk = lane % T::kChunks, row0 = lane / T::kChunks;
+  // Block sizes that are multiples of the tile (the engine's 16): a tile's rows are consecutive rows
+  // of one cache block, so one lookup serves them all.
+  const bool one_block = bs % kTileRows == 0;
   auto issue = [&](int t, int stage) {
     if (t < t1) {
       if (t * kTileRows / bs >= base + 32) {  // warp-uniform: every lane moves the windows together
@@ -657,9 +660,6 @@ __global__ void __launch_bounds__(kThreads)
         const std::int32_t hi = __shfl_sync(0xffffffffu, next, block & 31);
         return (static_cast<std::int64_t>(block < 32 ? lo : hi) * kv_heads + kvh) * bs + token % bs;
       };
-      // Block sizes that are multiples of the tile (the engine's 16): the tile's rows are consecutive
-      // rows of one cache block, so one lookup serves them all.
-      const bool one_block = bs % kTileRows == 0;
       const std::int64_t tile_row = one_block ? cache_row(t * kTileRows) : 0;
       bf16* kd = ks + stage * 2 * T::kElems;
 #pragma unroll
@@ -1077,6 +1077,31 @@ void launch_decode_attention_grid(int grid_blocks, const bf16* q, int q_stride, 
   });
 }
 
+namespace {
+
+// The pair kernel launched where it runs on this GPU (head size 64 or 128, 2 or 3 stages, its shared
+// memory); false, launching nothing, elsewhere.
+bool launch_pairs_where_supported(int stages, const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
+                                  const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
+                                  cudaStream_t stream) {
+  if (batch.num_seqs <= 0) return true;  // nothing to launch
+  if (!decode_attention_pairs_supported(shape.head_dim, stages)) return false;
+  const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
+  const dim3 grid(static_cast<unsigned>(batch.num_seqs) * static_cast<unsigned>(shape.kv_heads));
+  dispatch_head_dim(shape.head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if constexpr (D == 64 || D == 128) {
+      auto* kernel = stages == 2 ? pairs::decode_pair_kernel<D, 2> : pairs::decode_pair_kernel<D, 3>;
+      launch_kernel(kernel, grid, pairs::kThreads,
+                    stages == 2 ? pairs::dynamic_smem_bytes<D, 2>() : pairs::dynamic_smem_bytes<D, 3>(), stream, q,
+                    q_stride, k_cache, v_cache, batch, shape, out, out_stride, scale_log2);
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
 bool decode_attention_pairs_supported(int head_dim, int stages) {
   if ((head_dim != 64 && head_dim != 128) || (stages != 2 && stages != 3)) return false;
   const int device = current_device().device;
@@ -1093,24 +1118,12 @@ bool decode_attention_pairs_supported(int head_dim, int stages) {
 void launch_decode_attention_pairs(int stages, const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                    const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
                                    cudaStream_t stream) {
-  if (batch.num_seqs <= 0) return;
-  if (!decode_attention_pairs_supported(shape.head_dim, stages)) {
+  if (!launch_pairs_where_supported(stages, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream)) {
     throw std::invalid_argument(fmt::format(
         "decode attention: the pair kernel runs head size 64 or 128 with 2 or 3 stages, where this GPU's shared "
         "memory per block holds them (asked: head size {}, {} stages)",
         shape.head_dim, stages));
   }
-  const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
-  const dim3 grid(static_cast<unsigned>(batch.num_seqs) * static_cast<unsigned>(shape.kv_heads));
-  dispatch_head_dim(shape.head_dim, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    if constexpr (D == 64 || D == 128) {
-      auto* kernel = stages == 2 ? pairs::decode_pair_kernel<D, 2> : pairs::decode_pair_kernel<D, 3>;
-      launch_kernel(kernel, grid, pairs::kThreads,
-                    stages == 2 ? pairs::dynamic_smem_bytes<D, 2>() : pairs::dynamic_smem_bytes<D, 3>(), stream, q,
-                    q_stride, k_cache, v_cache, batch, shape, out, out_stride, scale_log2);
-    }
-  });
 }
 
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
@@ -1138,8 +1151,8 @@ void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, c
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
   using K = DecodeAttentionPlan::Kernel;
   // A pair plan the GPU cannot run (head size 32, too little shared memory) falls to the split kernel.
-  if (plan.kernel == K::pairs && decode_attention_pairs_supported(shape.head_dim, plan.stages)) {
-    launch_decode_attention_pairs(plan.stages, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream);
+  if (plan.kernel == K::pairs &&
+      launch_pairs_where_supported(plan.stages, q, q_stride, k_cache, v_cache, batch, shape, out, out_stride, stream)) {
     return;
   }
   bool streaming =
