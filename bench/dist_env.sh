@@ -74,6 +74,27 @@ engine_ab_switch() {
   done
 }
 
+# decode_attention_stalls KERNEL_REGEX FILE [--decode-profile ARGS...]: Nsight Compute on the third
+# launch of `infer_kernels_test --decode-profile ARGS` whose kernel name matches KERNEL_REGEX, at the
+# card's own clocks (ncu locks them to base by default): throughput, occupancy, instructions and the
+# warps' stall cycles per issued instruction by reason, all of it in FILE and a summary on stdout.
+# "no ncu on this machine" where there is none.
+decode_attention_stalls() {
+  local regex=$1 file=$2
+  shift 2
+  if ! command -v ncu >/dev/null; then
+    echo "no ncu on this machine" | tee "$file"
+    return
+  fi
+  timeout 300 ncu --clock-control none --kernel-name "regex:$regex" --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum" \
+    "$DIST/infer_kernels_test" --decode-profile "$@" >"$file" 2>&1
+  echo "ncu exit code: $?" >>"$file"
+  grep -E "Duration|DRAM Throughput|Eligible|Active Warps|stalled|inst_executed|ncu exit|ERR" "$file" |
+    awk '!/stalled/ || $NF + 0 >= 0.05' | head -40
+}
+
 # prefill_kernels_ab ROUNDS: each kernel of a 16 x 512 prefill step timed alone
 # (infer_kernels_test --prefill-step-bench) of the previous build ($DIST/old/infer_kernels_test) and
 # of this one, interleaved ROUNDS times, under "== prefill-step kernels old|new, round N" headers.

@@ -17,18 +17,8 @@ write_env "$OUT/env.txt"
   "$DIST/infer_kernels_test" --decode-only --bench | sed -n '/## decode attention/,$p'
 } >"$OUT/decode-attention-bench.txt" 2>&1
 grep -A6 "## decode attention (Llama" "$OUT/decode-attention-bench.txt"
-if ! command -v ncu >/dev/null; then
-  echo "no ncu on this machine" | tee "$OUT/decode-attention-stalls.txt"
-  exit 0
-fi
-# --clock-control none: the card's own clocks, as in a step (ncu locks them to base by default).
-timeout 300 ncu --clock-control none --kernel-name regex:decode_attention_kernel --launch-skip 2 --launch-count 1 \
-  --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
-  --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-  "$DIST/infer_kernels_test" --decode-profile "${HEADS:-llama}" >"$OUT/decode-attention-stalls.txt" 2>&1
-echo "ncu exit code: $?" >>"$OUT/decode-attention-stalls.txt"
-grep -E "Duration|DRAM Throughput|Eligible|Active Warps|stalled|ncu exit|ERR" "$OUT/decode-attention-stalls.txt" |
-  awk '!/stalled/ || $NF + 0 >= 0.05' | head -40
+decode_attention_stalls decode_attention_kernel "$OUT/decode-attention-stalls.txt" "${HEADS:-llama}"
+command -v ncu >/dev/null || exit 0
 if [ "${SOURCE:-0}" = 1 ]; then
   timeout 300 ncu --clock-control none --kernel-name regex:decode_attention_kernel --launch-skip 2 --launch-count 1 \
     --section InstructionStats --section SourceCounters --section WarpStateStats --import-source no \

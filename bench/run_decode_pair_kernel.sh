@@ -22,14 +22,7 @@ ab_begin decode-pair-kernel
     "$DIST/infer_kernels_test" --decode-only | grep -E "ERROR SUMMARY|FAIL|PASSED"
   echo "== compute-sanitizer memcheck (decode kernels): exit ${PIPESTATUS[0]}"
   "$DIST/infer_kernels_test" --decode-only --bench | sed -n '/## decode attention/,$p'
-  if command -v ncu >/dev/null; then
-    timeout 240 ncu --clock-control none --kernel-name regex:decode_pair_kernel --launch-skip 2 --launch-count 1 \
-      --section SpeedOfLight --section Occupancy --section WarpStateStats \
-      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum" \
-      "$DIST/infer_kernels_test" --decode-profile llama 3 2>&1 |
-      grep -E "Duration|DRAM Throughput|Eligible|Active Warps|stalled|inst_executed|ERR" |
-      awk '!/stalled/ || $NF + 0 >= 0.05'
-  fi
+  decode_attention_stalls decode_pair_kernel "$runs/pair-kernel-ncu.txt" llama 3
   timeout 300 "$DIST/infer_engine_test" | grep -E "pairs|FAIL|PASS" | tail -8
   echo "== engine checks: exit ${PIPESTATUS[0]}"
   engine_ab_switch GPUSCOUT_DECODE_PAIR_KERNEL "${ROUNDS:-2}" "start-up|attention batch (1|8|32) |decode batch"
