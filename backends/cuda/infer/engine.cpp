@@ -1219,8 +1219,7 @@ void CudaEngine::Impl::resolve_gemm_ties(std::vector<std::string>& lines) {
 // context range, with distinct KV blocks where the cache has enough, rotating through the layers'
 // caches so that each round reads >= 64 MB of K/V (from HBM, as in a step); plain launches, best of
 // 3 rounds. The plan kept has the lowest sum over the three contexts of its time over the best
-// time there: the class's graph serves every context in its range. With RoPE in decode attention
-// (EngineInfo::rope_in_decode_attention) every time includes the layer's RoPE and K/V store.
+// time there: the class's graph serves every context in its range.
 void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) {
   const ProgrammaticLaunchPause plain;
   const std::vector<DecodeAttentionPlan> candidates = decode_attention_candidates(cfg.head_dim);
@@ -1244,11 +1243,6 @@ void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) 
         host[L.dec_tables + static_cast<std::size_t>(i) * mbps + j] =
             static_cast<std::int32_t>((static_cast<std::int64_t>(i) * blocks_per_seq + j) % info.kv_blocks);
       }
-      // The newest token's position and slot, for RoPE.
-      host[L.positions + i] = ctx - 1;
-      host[L.slots + i] =
-          host[L.dec_tables + static_cast<std::size_t>(i) * mbps + (ctx - 1) / opt.kv_block_size] * opt.kv_block_size +
-          (ctx - 1) % opt.kv_block_size;
     }
     GPUSCOUT_CUDA_CHECK(
         cudaMemcpyAsync(r.meta[0], host.data(), L.words * sizeof(std::int32_t), cudaMemcpyHostToDevice, r.stream));
@@ -1263,24 +1257,8 @@ void CudaEngine::Impl::tune_attention(Rank& r, std::vector<std::string>& lines) 
     batch.max_q_len = 1;
     const double round_bytes = static_cast<double>(b) * ctx * kv_bytes_per_token;
     const int per_round = std::clamp(static_cast<int>(std::ceil(64e6 / round_bytes)), 1, layers);
-    // With RoPE in decode attention on, each candidate runs as a step would: a pair plan with RoPE
-    // inside, the others after the RoPE kernel.
     auto run = [&](const DecodeAttentionPlan& p, int layer) {
       const LayerWeights& l = r.layers[static_cast<std::size_t>(layer)];
-      if (info.rope_in_decode_attention) {
-        const DecodeRope rope{r.meta[0] + L.positions,
-                              r.meta[0] + L.slots,
-                              static_cast<float>(cfg.rope_theta),
-                              l.qkv_bias,
-                              l.k_cache,
-                              l.v_cache};
-        if (launch_decode_attention_with_rope(r.qkv, r.shard.qkv_dim, rope, batch, shape, r.attn, r.shard.q_dim,
-                                              r.stream, p)) {
-          return;
-        }
-        launch_rope_store_kv(r.qkv, r.shard.qkv_dim, rope.positions, rope.slot_mapping, b, shape, rope.theta, l.k_cache,
-                             l.v_cache, r.stream, l.qkv_bias);
-      }
       launch_decode_attention(r.qkv, r.shard.qkv_dim, l.k_cache, l.v_cache, batch, shape, r.attn_workspace, r.attn,
                               r.shard.q_dim, r.stream, p);
     };
