@@ -73,9 +73,8 @@ struct Scenario {
   int num_blocks = 64;
   int max_step_tokens = 64;
   int max_running = 8;
-  bool fused_swiglu = true;               // EngineOptions::fused_swiglu
-  int swiglu_min_rows = 0;                // EngineOptions::fused_swiglu_min_rows (0: the engine's rule)
-  std::optional<bool> rope_in_attention;  // EngineOptions::rope_in_decode_attention (unset: the default)
+  bool fused_swiglu = true;  // EngineOptions::fused_swiglu
+  int swiglu_min_rows = 0;   // EngineOptions::fused_swiglu_min_rows (0: the engine's rule)
 };
 
 struct Totals {
@@ -93,7 +92,6 @@ ci::EngineOptions engine_options(const std::vector<int>& gpus, bool graphs, cons
   eo.max_step_tokens = sc.max_step_tokens;
   eo.fused_swiglu = sc.fused_swiglu;
   eo.fused_swiglu_min_rows = sc.swiglu_min_rows;
-  eo.rope_in_decode_attention = sc.rope_in_attention;
   eo.cuda_graphs = graphs;
   return eo;
 }
@@ -560,12 +558,11 @@ int bench(const std::string& model, const BenchFlags& flags) {
   fmt::print(
       "{} TP{}: start-up {:.2f} s | {} weights {:.2f} GB/GPU | KV cache {:.1f} GB/GPU ({} blocks of {}) | "
       "workspace {:.2f} GB | graphs {} | programmatic launch {} | prefill attention {} | last layer {} | gate/up {} "
-      "(from {} rows) | decode RoPE {}\n",
+      "(from {} rows)\n",
       cfg.name, tp, startup, info.weight_format, info.weight_bytes_per_gpu / 1e9, info.kv_cache_bytes_per_gpu / 1e9,
       info.kv_blocks, info.kv_block_size, info.workspace_bytes_per_gpu / 1e9, info.graph_buckets.size(),
       info.programmatic_launch ? "on" : "off", info.prefill_attention,
-      info.last_layer_pruned ? "pruned to the sampling rows" : "every row", info.mlp_gate_up, info.swiglu_min_rows,
-      info.rope_in_decode_attention ? "in the pair kernel" : "its own kernel");
+      info.last_layer_pruned ? "pruned to the sampling rows" : "every row", info.mlp_gate_up, info.swiglu_min_rows);
   for (const auto& line : info.gemm_choices) fmt::print("  gemm {}\n", line);
   for (const auto& line : info.attention_choices) fmt::print("  attention {}\n", line);
 
@@ -838,20 +835,10 @@ int main(int argc, char** argv) {
         for (const Scenario* sc : {&mixed, &single})
           failures += run_scenario(tiny, gpus, true, *sc, false, {kernel, 0});
       }
-      // The pair kernel runs head sizes 64 and 128: on the head-128 model, both ring depths, with RoPE
-      // and the K/V store in the RoPE kernel and in the pair kernel itself (also with QKV biases).
-      gi::TransformerConfig wide_biased = wide;
-      wide_biased.name = "tiny-head128-qkv-bias";
-      wide_biased.qkv_bias = true;
+      // The pair kernel runs head sizes 64 and 128: on the head-128 model, both ring depths.
       for (const int stages : {3, 2}) {
-        if (!ci::decode_attention_pairs_supported(wide.head_dim, stages)) continue;
-        const ci::DecodeAttentionPlan pairs{ci::DecodeAttentionPlan::Kernel::pairs, 0, stages};
-        for (const bool rope_in_attention : {false, true}) {
-          Scenario sc = mixed;
-          sc.name += rope_in_attention ? "-rope-in-attention" : "-rope-kernel";
-          sc.rope_in_attention = rope_in_attention;
-          failures += run_scenario(wide, gpus, true, sc, false, pairs);
-          if (rope_in_attention) failures += run_scenario(wide_biased, gpus, true, sc, false, pairs);
+        if (ci::decode_attention_pairs_supported(wide.head_dim, stages)) {
+          failures += run_scenario(wide, gpus, true, mixed, false, {ci::DecodeAttentionPlan::Kernel::pairs, 0, stages});
         }
       }
       if (fp8_capable) failures += run_scenario(tiny, gpus, true, mixed, true);

@@ -784,87 +784,6 @@ void test_rope_store_kv(bool with_bias, int rows = 6, int head_dim = 128, int st
   report(label + ": K/V at their slots, slot -1 stores nothing, V unchanged", exact && kc == kref && vc == vref, "");
 }
 
-// The pair kernel with RoPE and the K/V store inside (launch_decode_attention_with_rope) against the
-// RoPE kernel followed by the pair kernel, on the same QKV rows and caches: outputs, K and V caches
-// bitwise the same, the QKV buffer left as it was. Rows outside the batch's decode rows (padding,
-// a sequence without a query row) have slot -1, as the engine gives them.
-void test_decode_rope_in_attention(const std::string& name, const AttentionShape& shape, const BatchHost& b,
-                                   bool with_bias) {
-  const int seqs = static_cast<int>(b.ctx.size()), D = shape.head_dim;
-  const Paged p = make_paged(shape, b.ctx);
-  int rows = 0, max_ctx = 0;
-  for (int s = 0; s < seqs; ++s) {
-    rows = std::max(rows, b.q_start[s] + std::max(b.q_len[s], 1));
-    max_ctx = std::max(max_ctx, b.ctx[s]);
-  }
-  const int width = (shape.heads + 2 * shape.kv_heads) * D, stride = width + 8, out_stride = shape.heads * D + 8;
-  const float theta = 500000.0f;
-  std::vector<std::int32_t> positions(rows, 0), slots(rows, -1);
-  for (int s = 0; s < seqs; ++s) {
-    if (b.q_len[s] == 0 || b.ctx[s] == 0) continue;
-    const int newest = b.ctx[s] - 1;
-    positions[b.q_start[s]] = newest;
-    slots[b.q_start[s]] =
-        p.tables[static_cast<std::size_t>(s) * p.max_blocks + newest / shape.block_size] * shape.block_size +
-        newest % shape.block_size;
-  }
-  const auto qkv = random_bf16(static_cast<std::size_t>(rows) * stride);
-  const auto bias = random_bf16(width, 4.0f);
-  Dev<std::int32_t> dpos(positions), dslot(slots);
-  Dev<u16> dbias(bias);
-  const DeviceBatch device_batch(b.q_start, b.q_len, b.ctx, p.tables, p.max_blocks, max_ctx + 700, 1);
-  for (const int stages : {3, 2}) {
-    const std::string label = name + (with_bias ? " + QKV bias" : "") + ", " + std::to_string(stages) + " stages";
-    if (!decode_attention_pairs_supported(D, stages)) {
-      std::printf("SKIP  %s: the pair kernel does not run here\n", label.c_str());
-      continue;
-    }
-    const DecodeAttentionPlan plan{DecodeAttentionPlan::Kernel::pairs, 0, stages};
-    const bf16* dbias_p = with_bias ? dbias.as<bf16>() : nullptr;
-    // Two kernels.
-    Dev<u16> qkv_a(qkv), k_a(p.k), v_a(p.v),
-        out_a(std::vector<u16>(static_cast<std::size_t>(rows) * out_stride, kPoison));
-    launch_rope_store_kv(qkv_a.as<bf16>(), stride, dpos.p, dslot.p, rows, shape, theta, k_a.as<bf16>(), v_a.as<bf16>(),
-                         nullptr, dbias_p);
-    launch_decode_attention_pairs(stages, qkv_a.as<bf16>(), stride, k_a.as<bf16>(), v_a.as<bf16>(), device_batch.view,
-                                  shape, out_a.as<bf16>(), out_stride, nullptr);
-    // One kernel.
-    Dev<u16> qkv_b(qkv), k_b(p.k), v_b(p.v),
-        out_b(std::vector<u16>(static_cast<std::size_t>(rows) * out_stride, kPoison));
-    const DecodeRope rope{dpos.p, dslot.p, theta, dbias_p, k_b.as<bf16>(), v_b.as<bf16>()};
-    const bool launched = launch_decode_attention_with_rope(qkv_b.as<bf16>(), stride, rope, device_batch.view, shape,
-                                                            out_b.as<bf16>(), out_stride, nullptr, plan);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    if (!launched) {
-      report(label + ": launched", false, "refused a pair plan the GPU runs");
-      continue;
-    }
-    const auto oa = out_a.download(), ob = out_b.download();
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < oa.size(); ++i) differ += oa[i] != ob[i];
-    report(label + ": output bitwise as RoPE kernel + pair kernel", differ == 0,
-           std::to_string(differ) + " of " + std::to_string(oa.size()) + " elements differ");
-    report(label + ": K/V caches bitwise the same, QKV buffer unchanged",
-           k_a.download() == k_b.download() && v_a.download() == v_b.download() && qkv_b.download() == qkv, "");
-  }
-}
-
-// Newest tokens at the first, last and a middle row of their tiles (contexts 1, 17, 512, 1500),
-// padding with and without a query row, block sizes that hold whole tiles or not, head sizes 128 and 64.
-void test_decode_rope_in_attention_cases() {
-  BatchHost b;
-  b.ctx = {1, 17, 512, 513, 1500, 0, 700, 0};
-  b.q_len = {1, 1, 1, 1, 1, 1, 1, 0};
-  b.q_start = {3, 0, 1, 2, 5, 4, 6, 7};
-  for (const bool with_bias : {false, true}) {
-    test_decode_rope_in_attention("decode RoPE in attention D 128 heads 32 kv 8 block 16", {32, 8, 128, 16}, b,
-                                  with_bias);
-  }
-  test_decode_rope_in_attention("decode RoPE in attention D 128 heads 8 kv 2 block 7", {8, 2, 128, 7}, b, true);
-  test_decode_rope_in_attention("decode RoPE in attention D 64 heads 8 kv 2 block 16", {8, 2, 64, 16}, b, true);
-  test_decode_rope_in_attention("decode RoPE in attention D 64 heads 2 kv 2 block 16", {2, 2, 64, 16}, b, false);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Timing: CUDA events around `reps` calls, after warm-up; median of the samples.
 float median_ms(const std::function<void(int)>& call, int reps, int samples = 25) {
@@ -969,11 +888,9 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
       "(plain launches; contexts lo..hi spread evenly over the batch; us: launch_decode_attention's choice; split: "
       "the split kernel; "
       "stream@Nx: the streaming kernel on N blocks per SM, 2x its default; pairs/N: the pair kernel with N "
-      "stages; rope+p/2: the RoPE kernel, then pairs/2; p/2+rope: pairs/2 doing RoPE and the K/V store itself; "
-      "GB/s at the choice)\n");
-  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s %8s %8s %8s %8s\n", "batch", "context", "us", "split",
-              "stream@1x", "stream@2x", "stream@3x", "stream@4x", "pairs/3", "pairs/2", "rope+p/2", "p/2+rope", "GB/s",
-              "MB read");
+      "stages; GB/s at the choice)\n");
+  std::printf("%6s %12s %8s %8s %10s %10s %10s %10s %8s %8s %8s %8s\n", "batch", "context", "us", "split", "stream@1x",
+              "stream@2x", "stream@3x", "stream@4x", "pairs/3", "pairs/2", "GB/s", "MB read");
   struct DecodeCase {
     int batch, lo, hi;
   };
@@ -1015,17 +932,6 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
     const DeviceBatch device_batch(qs, ql, cl, tables, blocks_per_seq, max_context, 1);
     const AttentionBatch& b = device_batch.view;
-    // RoPE: each sequence's newest token at its position and cache slot, per rotation set.
-    std::vector<std::int32_t> positions(batch_size), slots(static_cast<std::size_t>(sets) * batch_size);
-    for (int s = 0; s < batch_size; ++s) {
-      positions[s] = cl[s] - 1;
-      for (int set = 0; set < sets; ++set) {
-        const std::int32_t* table = tables.data() + static_cast<std::size_t>(set * batch_size + s) * blocks_per_seq;
-        slots[static_cast<std::size_t>(set) * batch_size + s] =
-            table[positions[s] / shape.block_size] * shape.block_size + positions[s] % shape.block_size;
-      }
-    }
-    Dev<std::int32_t> dpositions(positions), dslots(slots);
     if (profile_batch > 0) {
       for (int i = 0; i < 3; ++i) {
         if (profile_pair_stages > 0) {
@@ -1044,9 +950,8 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
     std::printf("%6d %12s", batch_size, context);
     float default_ms = 0;
     // per_sm -1: the automatic choice, 0: the split kernel, 1-4: the streaming kernel's grid, 5 and 6:
-    // the pair kernel with 3 and 2 stages, 7: the RoPE kernel and the pair kernel with 2 stages, 8: the
-    // pair kernel with 2 stages doing RoPE and the K/V store (0 us where the pair kernel does not run).
-    for (const int per_sm : {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8}) {
+    // the pair kernel with 3 and 2 stages (0 us where it does not run).
+    for (const int per_sm : {-1, 0, 1, 2, 3, 4, 5, 6}) {
       const int pair_stages = per_sm == 5 ? 3 : 2;
       if (per_sm >= 5 && !decode_attention_pairs_supported(shape.head_dim, pair_stages)) {
         std::printf(" %8.2f", 0.0);
@@ -1056,19 +961,10 @@ void bench_decode_attention(const AttentionShape& shape, const char* name, bool 
           [&](int i) {
             AttentionBatch bi = b;
             bi.block_tables = device_batch.tables.p + static_cast<std::size_t>(i % sets) * batch_size * blocks_per_seq;
-            const std::int32_t* set_slots = dslots.p + static_cast<std::size_t>(i % sets) * batch_size;
             if (per_sm < 0) {
               launch_decode_attention(q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape, ws.p,
                                       out.as<bf16>(), 4096, nullptr);
-            } else if (per_sm == 8) {
-              const DecodeRope rope{dpositions.p, set_slots, 500000.0f, nullptr, k.as<bf16>(), v.as<bf16>()};
-              launch_decode_attention_with_rope(q.as<bf16>(), q_stride, rope, bi, shape, out.as<bf16>(), 4096, nullptr,
-                                                {DecodeAttentionPlan::Kernel::pairs, 0, 2});
             } else if (per_sm >= 5) {
-              if (per_sm == 7) {
-                launch_rope_store_kv(q.as<bf16>(), q_stride, dpositions.p, set_slots, batch_size, shape, 500000.0f,
-                                     k.as<bf16>(), v.as<bf16>(), nullptr);
-              }
               launch_decode_attention_pairs(pair_stages, q.as<bf16>(), q_stride, k.as<bf16>(), v.as<bf16>(), bi, shape,
                                             out.as<bf16>(), 4096, nullptr);
             } else if (per_sm == 0) {
@@ -1448,7 +1344,6 @@ int main(int argc, char** argv) {
       test_ring_gemv_repeats();
     }
     test_decode_attention();
-    test_decode_rope_in_attention_cases();
     if (!decode_only) {
       test_prefill_attention();
       if (prop.major * 10 + prop.minor >= 89) {

@@ -635,7 +635,6 @@ std::vector<Record> ServeBenchmark::run(const BenchEnv& env) {
   engine_record.params["kv_cache_tokens"] = std::int64_t{info.kv_blocks} * info.kv_block_size;
   engine_record.params["prefill_attention"] = info.prefill_attention;
   engine_record.params["last_layer_pruned"] = info.last_layer_pruned;
-  engine_record.params["rope_in_decode_attention"] = info.rope_in_decode_attention;
   engine_record.params["mlp_gate_up"] = info.mlp_gate_up;
   engine_record.params["swiglu_min_rows"] = info.swiglu_min_rows;
   engine_record.extra["graph_buckets"] = info.graph_buckets;

@@ -607,18 +607,13 @@ constexpr std::size_t dynamic_smem_bytes() {
   return static_cast<std::size_t>(kWarps) * kStages * 2 * WarpTile<D>::kElems * sizeof(bf16);
 }
 
-template <int D, int kStages, bool kRope>
+template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads)
     decode_pair_kernel(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache, AttentionBatch batch,
-                       AttentionShape shape, bf16* out, int out_stride, float scale_log2, DecodeRope rope) {
+                       AttentionShape shape, bf16* out, int out_stride, float scale_log2) {
   using T = WarpTile<D>;
-  constexpr int kHalf = D / 2;
   extern __shared__ uint4 dynamic_smem[];
   __shared__ float warp_max[kWarps][kMaxGroup], warp_sum[kWarps][kMaxGroup];
-  __shared__ float rope_cos[kRope ? kHalf : 1], rope_sin[kRope ? kHalf : 1];
-  // kRope: the newest token's rotated K, then its V, staged for the warp whose run ends the context
-  // (kept here, not in registers, through that warp's loop).
-  __shared__ __align__(16) bf16 newest_kv[kRope ? 2 * D : 8];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, tig = lane % 4;
   const int kv_heads = shape.kv_heads, group = shape.heads / kv_heads, bs = shape.block_size;
@@ -630,20 +625,8 @@ __global__ void __launch_bounds__(kThreads)
     pdl_trigger();
     return;
   }
-  const int q_row = batch.q_start[seq];
-  bf16* dst = out + static_cast<std::int64_t>(q_row) * out_stride + kvh * group * D;
+  bf16* dst = out + static_cast<std::int64_t>(batch.q_start[seq]) * out_stride + kvh * group * D;
   const int tiles = ceil_div(ctx, kTileRows);
-  if constexpr (kRope) {
-    // The angles of the row's position, as the RoPE kernel computes them for a decode row.
-    const float position = static_cast<float>(rope.positions[q_row]);
-    for (int i = tid; i < kHalf; i += kThreads) {
-      sincosf(__fmul_rn(position, rope_inverse_frequency(rope.theta, i, D)), &rope_sin[i], &rope_cos[i]);
-    }
-    __syncthreads();
-  }
-  // With kRope the newest token's K/V row (ctx - 1) is not in the cache yet: its copy is a zero fill
-  // and the warp whose run holds it writes the row into its tile itself.
-  const int cached = kRope ? ctx - 1 : ctx;
   const int t0 = tiles * warp / kWarps, t1 = tiles * (warp + 1) / kWarps;  // this warp's run
 
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem) + warp * kStages * 2 * T::kElems;  // [kStages][K, V]
@@ -682,7 +665,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < kTileRows / kRowsPerCopy; ++i) {
         const int r = row0 + i * kRowsPerCopy, token = t * kTileRows + r;
-        const bool valid = token < cached;
+        const bool valid = token < ctx;
         const std::int64_t row = one_block ? tile_row + r : cache_row(min(token, ctx - 1));
         const std::int64_t src = valid ? row * D + chunk * 8 : 0;
         const int o = T::offset(r, chunk);
@@ -692,12 +675,11 @@ __global__ void __launch_bounds__(kThreads)
     }
     cp_async_commit();  // one group per call, empty or not: the wait counts stay uniform
   };
-  // Without kRope the newest token (ctx - 1) is stored by the kernel before this one. The first tiles
-  // that do not hold it are requested before pdl_wait; the rest of the ring's first kStages - 1 after
-  // it. With kRope every cached row is older than this step, so all of them go before pdl_wait.
+  // The newest token (ctx - 1) is stored by the kernel before this one. The first tiles that do not
+  // hold it are requested before pdl_wait; the rest of the ring's first kStages - 1 after it.
   const int newest_tile = (ctx - 1) / kTileRows;
   int early = 0;
-  while (early < kStages - 1 && t0 + early < t1 && (kRope || t0 + early != newest_tile)) {
+  while (early < kStages - 1 && t0 + early < t1 && t0 + early != newest_tile) {
     issue(t0 + early, early);
     ++early;
   }
@@ -710,70 +692,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int s = early; s < kStages - 1; ++s) issue(t0 + s, s);
 
   // Q of the group's heads as the A fragment rows g (rows g + 8 are zero).
-  const bf16* qkv_row = q + static_cast<std::int64_t>(q_row) * q_stride;
   std::uint32_t qa[D / 16][2];
   {
-    const bf16* qrow = qkv_row + (kvh * group + g) * D;
+    const bf16* qrow = q + static_cast<std::int64_t>(batch.q_start[seq]) * q_stride + (kvh * group + g) * D;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       qa[kk][0] = g < group ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + tig * 2) : 0u;
       qa[kk][1] = g < group ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + 8 + tig * 2) : 0u;
-    }
-  }
-  if constexpr (kRope) {
-    // Q: element e of qa[kk][h] (kk < D / 32) pairs with element e + D/2, the same slot of qa[kk + D / 32].
-    if (g < group) {
-      const bf16* qbias = rope.bias != nullptr ? rope.bias + (kvh * group + g) * D : nullptr;
-#pragma unroll
-      for (int kk = 0; kk < D / 32; ++kk) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int e = kk * 16 + h * 8 + tig * 2;
-          float2 a = unpack_bf16(qa[kk][h]), b = unpack_bf16(qa[kk + D / 32][h]);
-          if (qbias != nullptr) {
-            a.x += __bfloat162float(qbias[e]), a.y += __bfloat162float(qbias[e + 1]);
-            b.x += __bfloat162float(qbias[e + kHalf]), b.y += __bfloat162float(qbias[e + kHalf + 1]);
-          }
-          float2 ra, rb;
-          rope_rotate(a.x, b.x, rope_cos[e], rope_sin[e], ra.x, rb.x);
-          rope_rotate(a.y, b.y, rope_cos[e + 1], rope_sin[e + 1], ra.y, rb.y);
-          qa[kk][h] = pack_bf16(ra.x, ra.y);
-          qa[kk + D / 32][h] = pack_bf16(rb.x, rb.y);
-        }
-      }
-    }
-    // The newest token's K and V, from the warp whose run has its tile: lane l rotates the pairs
-    // (i, i + D/2), i = l * kPairs + j, and copies V elements l * kVals + j, into the cache and the stage.
-    if (t0 <= newest_tile && newest_tile < t1) {  // warp-uniform
-      constexpr int kPairs = kHalf / 32, kVals = D / 32;
-      const int k_col = (shape.heads + kvh) * D, v_col = (shape.heads + kv_heads + kvh) * D;
-      const int slot = rope.slot_mapping[q_row];
-      bf16* k_slot = nullptr;
-      bf16* v_slot = nullptr;
-      if (slot >= 0) {
-        const std::int64_t cache_row = (static_cast<std::int64_t>(slot / bs) * kv_heads + kvh) * bs + slot % bs;
-        k_slot = rope.k_cache + cache_row * D;
-        v_slot = rope.v_cache + cache_row * D;
-      }
-      auto biased = [&](int col) {
-        const float x = __bfloat162float(qkv_row[col]);
-        return rope.bias != nullptr ? x + __bfloat162float(rope.bias[col]) : x;
-      };
-#pragma unroll
-      for (int j = 0; j < kPairs; ++j) {
-        const int i = lane * kPairs + j;
-        float ra, rb;
-        rope_rotate(biased(k_col + i), biased(k_col + i + kHalf), rope_cos[i], rope_sin[i], ra, rb);
-        newest_kv[i] = __float2bfloat16_rn(ra);
-        newest_kv[i + kHalf] = __float2bfloat16_rn(rb);
-        if (k_slot != nullptr) k_slot[i] = newest_kv[i], k_slot[i + kHalf] = newest_kv[i + kHalf];
-      }
-#pragma unroll
-      for (int j = 0; j < kVals; ++j) {
-        const int e = lane * kVals + j;
-        newest_kv[D + e] = rope.bias != nullptr ? __float2bfloat16_rn(biased(v_col + e)) : qkv_row[v_col + e];
-        if (v_slot != nullptr) v_slot[e] = newest_kv[D + e];
-      }
     }
   }
   float o[D / 8][2];  // O accumulators of row g, columns 8i + 2 tig (+1)
@@ -788,19 +713,8 @@ __global__ void __launch_bounds__(kThreads)
     issue(t + kStages - 1, (it + kStages - 1) % kStages);
     cp_async_wait<kStages - 1>();
     __syncwarp();  // every lane's copies of tile t landed
-    bf16* kt = ks + stage * 2 * T::kElems;
-    bf16* vt = kt + T::kElems;
-    if constexpr (kRope) {
-      if (t + 1 == tiles) {  // its zero-filled row ctx - 1 gets the staged K/V, a 16-byte chunk a lane
-        const int r = (ctx - 1) % kTileRows;
-        if (lane < 2 * T::kChunks) {
-          const int c = lane % T::kChunks;
-          bf16* tile = lane < T::kChunks ? kt : vt;
-          *reinterpret_cast<uint4*>(tile + T::offset(r, c)) = reinterpret_cast<const uint4*>(newest_kv)[lane];
-        }
-        __syncwarp();
-      }
-    }
+    const bf16* kt = ks + stage * 2 * T::kElems;
+    const bf16* vt = kt + T::kElems;
     float s[2][4];
     tile_scores<D, T>(qa, kt, 0, lane, s);
     const float alpha = tile_softmax(s, t * kTileRows + tig * 2, ctx, scale_log2, m, l);
@@ -837,15 +751,12 @@ bool configure(int device) {
   if (device >= 0 && device < static_cast<int>(state.size()) && state[device].load() != 0) {
     return state[device].load() == 1;
   }
-  // Static shared memory: the warps' maxima and sums, and (kRope) the angles' cos and sin.
-  constexpr std::size_t kStatic = (2 * kWarps * kMaxGroup + D) * sizeof(float);
-  const bool fits =
-      dynamic_smem_bytes<D, kStages>() + kStatic <= static_cast<std::size_t>(shared_memory_optin_bytes(device));
+  const bool fits = dynamic_smem_bytes<D, kStages>() <= static_cast<std::size_t>(shared_memory_optin_bytes(device)) -
+                                                            2 * kWarps * kMaxGroup * sizeof(float);
   if (fits) {
-    for (auto* kernel : {decode_pair_kernel<D, kStages, false>, decode_pair_kernel<D, kStages, true>}) {
-      GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(dynamic_smem_bytes<D, kStages>())));
-    }
+    GPUSCOUT_CUDA_CHECK(cudaFuncSetAttribute(decode_pair_kernel<D, kStages>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(dynamic_smem_bytes<D, kStages>())));
   }
   if (device >= 0 && device < static_cast<int>(state.size())) state[device].store(fits ? 1 : 2);
   return fits;
@@ -1172,7 +1083,7 @@ namespace {
 // memory); false, launching nothing, elsewhere.
 bool launch_pairs_where_supported(int stages, const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                                   const AttentionBatch& batch, const AttentionShape& shape, bf16* out, int out_stride,
-                                  cudaStream_t stream, const DecodeRope* rope = nullptr) {
+                                  cudaStream_t stream) {
   if (batch.num_seqs <= 0) return true;  // nothing to launch
   if (!decode_attention_pairs_supported(shape.head_dim, stages)) return false;
   const float scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
@@ -1180,14 +1091,10 @@ bool launch_pairs_where_supported(int stages, const bf16* q, int q_stride, const
   dispatch_head_dim(shape.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
     if constexpr (D == 64 || D == 128) {
-      auto* kernel =
-          rope != nullptr
-              ? (stages == 2 ? pairs::decode_pair_kernel<D, 2, true> : pairs::decode_pair_kernel<D, 3, true>)
-              : (stages == 2 ? pairs::decode_pair_kernel<D, 2, false> : pairs::decode_pair_kernel<D, 3, false>);
+      auto* kernel = stages == 2 ? pairs::decode_pair_kernel<D, 2> : pairs::decode_pair_kernel<D, 3>;
       launch_kernel(kernel, grid, pairs::kThreads,
                     stages == 2 ? pairs::dynamic_smem_bytes<D, 2>() : pairs::dynamic_smem_bytes<D, 3>(), stream, q,
-                    q_stride, k_cache, v_cache, batch, shape, out, out_stride, scale_log2,
-                    rope != nullptr ? *rope : DecodeRope{});
+                    q_stride, k_cache, v_cache, batch, shape, out, out_stride, scale_log2);
     }
   });
   return true;
@@ -1217,18 +1124,6 @@ void launch_decode_attention_pairs(int stages, const bf16* q, int q_stride, cons
         "memory per block holds them (asked: head size {}, {} stages)",
         shape.head_dim, stages));
   }
-}
-
-bool decode_attention_fuses_rope(const DecodeAttentionPlan& plan, int head_dim) {
-  return plan.kernel == DecodeAttentionPlan::Kernel::pairs && decode_attention_pairs_supported(head_dim, plan.stages);
-}
-
-bool launch_decode_attention_with_rope(const bf16* qkv, int qkv_stride, const DecodeRope& rope,
-                                       const AttentionBatch& batch, const AttentionShape& shape, bf16* out,
-                                       int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan) {
-  if (!decode_attention_fuses_rope(plan, shape.head_dim)) return false;
-  return launch_pairs_where_supported(plan.stages, qkv, qkv_stride, rope.k_cache, rope.v_cache, batch, shape, out,
-                                      out_stride, stream, &rope);
 }
 
 void launch_decode_attention_split(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,

@@ -45,7 +45,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -617,14 +616,9 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
 
   launch_embedding(m + L.tokens, d.rows, r.embedding, hidden, r.h, st, r.sampled);
   GPUSCOUT_CUDA_CHECK_LAUNCH();
+  const unsigned skip = opt.knock_out;
   // Prefill-sized steps: the gate/up GEMM with SwiGLU in its epilogue, where the engine has it.
   const bool swiglu_fused = info.swiglu_min_rows > 0 && d.rows >= info.swiglu_min_rows;
-  // Decode-only steps on a pair plan: RoPE and the K/V store inside decode attention, one kernel a
-  // layer less (a pruned last layer only comes with prefill chunks).
-  const unsigned skip = opt.knock_out;
-  const bool rope_in_attention = info.rope_in_decode_attention && d.np == 0 && d.nd > 0 && d.nd == d.rows &&
-                                 !(skip & (knock_out_rope | knock_out_attention)) &&
-                                 decode_attention_fuses_rope(d.attention, shape.head_dim);
   for (const LayerWeights& l : r.layers) {
     const bool pruned = d.prune_last && &l == &r.layers.back();
     // The RMSNorms and SiLU * up go into the ring GEMV where a GEMM of one row runs on it
@@ -634,7 +628,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
     } else {
       r.gemm->run_normed(r.g_qkv, d.rows, r.h, l.attn_norm, cfg.norm_eps, r.xn, l.wqkv, r.qkv, st);
     }
-    if (!(skip & knock_out_rope) && !rope_in_attention) {
+    if (!(skip & knock_out_rope)) {
       launch_rope_store_kv(r.qkv, s.qkv_dim, m + L.positions, m + L.slots, d.rows, shape,
                            static_cast<float>(cfg.rope_theta), l.k_cache, l.v_cache, st, l.qkv_bias);
     }
@@ -659,13 +653,7 @@ void CudaEngine::Impl::forward(Rank& r, const StepDims& d, cudaStream_t st, int 
       all_reduce(r, r.gathered, static_cast<std::size_t>(d.ns) * hidden, st);
       break;
     }
-    if (rope_in_attention) {
-      const DecodeRope rope{m + L.positions, m + L.slots, static_cast<float>(cfg.rope_theta),
-                            l.qkv_bias,      l.k_cache,   l.v_cache};
-      if (!launch_decode_attention_with_rope(r.qkv, s.qkv_dim, rope, dec, shape, r.attn, s.q_dim, st, d.attention)) {
-        throw std::logic_error("decode attention refused RoPE for a plan decode_attention_fuses_rope accepted");
-      }
-    } else if (d.nd > 0 && !(skip & knock_out_attention)) {
+    if (d.nd > 0 && !(skip & knock_out_attention)) {
       launch_decode_attention(r.qkv, s.qkv_dim, l.k_cache, l.v_cache, dec, shape, r.attn_workspace, r.attn, s.q_dim, st,
                               d.attention);
     }
@@ -1357,12 +1345,6 @@ std::unique_ptr<CudaEngine> CudaEngine::create(const gi::TransformerConfig& conf
   e.info.weight_format = options.fp8_weights ? "fp8_e4m3" : "bf16";
   e.info.prefill_attention = prefill_wgmma ? "wgmma" : "mma.sync";
   e.info.last_layer_pruned = options.prune_last_layer && env_switch_on("GPUSCOUT_PRUNE_LAST_LAYER");
-  if (options.rope_in_decode_attention.has_value()) {
-    e.info.rope_in_decode_attention = *options.rope_in_decode_attention;
-  } else {
-    const char* fused_rope = std::getenv("GPUSCOUT_DECODE_FUSED_ROPE");
-    e.info.rope_in_decode_attention = fused_rope != nullptr && std::string_view(fused_rope) == "1";
-  }
   if (swiglu_gemm && !options.fp8_weights && options.fused_swiglu && gate_up_swiglu_by_default()) {
     e.info.mlp_gate_up =
         swiglu_epilogue_by_default() == SwigluEpilogue::deferred ? "wgmma + swiglu" : "wgmma + swiglu, in place";

@@ -8,7 +8,6 @@
 // infer::Executor, so the Scheduler and EngineSut drive it like the CPU reference.
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,10 +88,6 @@ struct EngineOptions {
   // Tests only: the row count from which it runs instead of the rule's (> 0), so that small models'
   // steps reach it.
   int fused_swiglu_min_rows = 0;
-  // Decode steps whose attention plan is a pair plan rotate Q and K and store the new K/V inside the
-  // attention kernel (launch_decode_attention_with_rope) instead of in the RoPE kernel before it.
-  // Unset: off unless GPUSCOUT_DECODE_FUSED_ROPE=1 (not yet measured on a GPU; A/B runs).
-  std::optional<bool> rope_in_decode_attention;
 };
 
 // A tensor-parallel step failed or hung: the communicators were aborted and the engine refuses
@@ -118,8 +113,6 @@ struct EngineInfo {
   std::string prefill_attention = "mma.sync";
   // EngineOptions::prune_last_layer in effect (asked for, not turned off by the environment).
   bool last_layer_pruned = false;
-  // EngineOptions::rope_in_decode_attention in effect: decode steps on a pair plan run no RoPE kernel.
-  bool rope_in_decode_attention = false;
   // The MLP's gate/up GEMM of steps of at least swiglu_min_rows rows: "wgmma + swiglu" (the GEMM with
   // SwiGLU in its epilogue, EngineOptions::fused_swiglu, where the GPUs and weights allow it; "...,
   // in place" with GPUSCOUT_SWIGLU_EPILOGUE=in-place), or "cublaslt, silu" (cuBLASLt's product, then

@@ -18,19 +18,6 @@ __device__ __forceinline__ float silu(float g) {
   return g / (1.0f + __expf(-g));
 }
 
-// RoPE, as the RoPE kernel and the pair decode attention kernel compute it: theta^(-2i/D) in
-// double, rounded once to FP32 (the angle __fmul_rn(position, inv_freq) then matches a CPU computing
-// the same FP32 product; powf's 2-ulp error would be multiplied by the position), and the rotation of
-// the pair (a, b) = (x_i, x_{i+D/2}) with its roundings spelled out, so that both kernels store
-// bitwise the same K whatever the compiler contracts.
-__device__ __forceinline__ float rope_inverse_frequency(float theta, int i, int head_dim) {
-  return static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / head_dim));
-}
-__device__ __forceinline__ void rope_rotate(float a, float b, float c, float s, float& ra, float& rb) {
-  ra = __fmaf_rn(a, c, -__fmul_rn(b, s));
-  rb = __fmaf_rn(b, c, __fmul_rn(a, s));
-}
-
 // Eight BF16 (one 16-byte vector) to FP32.
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
@@ -164,9 +151,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const std::uint32_t*>(&v);
-}
-__device__ __forceinline__ float2 unpack_bf16(std::uint32_t packed) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
 }
 
 // The chunk of one prefill attention block (attention_prefill.cu, attention_prefill_wgmma.cu): blocks

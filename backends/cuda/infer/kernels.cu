@@ -209,6 +209,9 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
   float* inv_freq = sin_base + tokens_per_block * half;  // [half]
   auto cos_t = [&](int t) { return cos_base + t * half; };
   auto sin_t = [&](int t) { return sin_base + t * half; };
+  // theta^(-2i/D) in double, rounded once to FP32: the FP32 angle position * inv_freq then matches
+  // a CPU computing the same FP32 product (powf's 2-ulp error would be multiplied by the position).
+  auto inverse_frequency = [&](int i) { return static_cast<float>(pow(static_cast<double>(theta), -2.0 * i / d)); };
   for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
     const int slot = slot_mapping[t0 + t];
     slot_block[t] = slot >= 0 ? slot / shape.block_size : -1;
@@ -218,14 +221,14 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
     // Decode: no shared inv_freq and no barrier in between (the chain before pdl_wait).
     const float position = static_cast<float>(positions[t0]);
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      sincosf(__fmul_rn(position, rope_inverse_frequency(theta, i, d)), &sin_t(0)[i], &cos_t(0)[i]);
+      sincosf(position * inverse_frequency(i), &sin_t(0)[i], &cos_t(0)[i]);
     }
   } else {
-    for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = rope_inverse_frequency(theta, i, d);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = inverse_frequency(i);
     __syncthreads();
     for (int p = threadIdx.x; p < tokens * half; p += blockDim.x) {
       const int t = p / half, i = p - t * half;
-      sincosf(__fmul_rn(static_cast<float>(positions[t0 + t]), inv_freq[i]), &sin_t(t)[i], &cos_t(t)[i]);
+      sincosf(static_cast<float>(positions[t0 + t]) * inv_freq[i], &sin_t(t)[i], &cos_t(t)[i]);
     }
   }
   __syncthreads();
@@ -260,7 +263,8 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float c = cos_t(t)[i + j], sn = sin_t(t)[i + j];
-        rope_rotate(a[j], b[j], c, sn, ra[j], rb[j]);
+        ra[j] = a[j] * c - b[j] * sn;
+        rb[j] = b[j] * c + a[j] * sn;
       }
       store8(h + i, ra);
       store8(h + i + half, rb);
@@ -288,11 +292,8 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
         a.x += ba.x, a.y += ba.y, b.x += bb.x, b.y += bb.y;
       }
       const float c0 = cos_t(t)[i], c1 = cos_t(t)[i + 1], s0 = sin_t(t)[i], s1 = sin_t(t)[i + 1];
-      float2 fa, fb;
-      rope_rotate(a.x, b.x, c0, s0, fa.x, fb.x);
-      rope_rotate(a.y, b.y, c1, s1, fa.y, fb.y);
-      const __nv_bfloat162 ra = __floats2bfloat162_rn(fa.x, fa.y);
-      const __nv_bfloat162 rb = __floats2bfloat162_rn(fb.x, fb.y);
+      const __nv_bfloat162 ra = __floats2bfloat162_rn(a.x * c0 - b.x * s0, a.y * c1 - b.y * s1);
+      const __nv_bfloat162 rb = __floats2bfloat162_rn(b.x * c0 + a.x * s0, b.y * c1 + a.y * s1);
       *reinterpret_cast<__nv_bfloat162*>(h + i) = ra;
       *reinterpret_cast<__nv_bfloat162*>(h + i + half) = rb;
       if (head >= shape.heads && slot_block[t] >= 0) {
@@ -315,10 +316,8 @@ __global__ void rope_store_kv_kernel(bf16* qkv, int qkv_stride, const std::int32
         b += __bfloat162float(bias[head * d + i + half]);
       }
       const float c = cos_t(t)[i], sn = sin_t(t)[i];
-      float fa, fb;
-      rope_rotate(a, b, c, sn, fa, fb);
-      const bf16 ra = __float2bfloat16_rn(fa);
-      const bf16 rb = __float2bfloat16_rn(fb);
+      const bf16 ra = __float2bfloat16_rn(a * c - b * sn);
+      const bf16 rb = __float2bfloat16_rn(b * c + a * sn);
       h[i] = ra;
       h[i + half] = rb;
       if (head >= shape.heads && slot_block[t] >= 0) {

@@ -115,27 +115,6 @@ struct DecodeAttentionPlan {
   int stages = 3;       // pairs: each warp's ring of 16-token tiles (2 or 3); the split kernel runs where it cannot
 };
 std::size_t decode_attention_workspace_bytes(int num_seqs, int heads, int head_dim, int max_context);
-// What launch_rope_store_kv needs for a decode step's rows, for the pair kernel to do it itself.
-struct DecodeRope {
-  const std::int32_t* positions = nullptr;     // per row of the QKV buffer
-  const std::int32_t* slot_mapping = nullptr;  // per row: the cache slot of its K/V (-1: stored nowhere)
-  float theta = 0.0f;
-  const bf16* bias = nullptr;  // the QKV bias (Qwen2.5), or none
-  bf16* k_cache = nullptr;     // the caches attention reads, written at the slots
-  bf16* v_cache = nullptr;
-};
-// launch_rope_store_kv and launch_decode_attention for the rows of `batch` in one kernel, where the
-// plan is a pair plan (decode_attention_fuses_rope): each block rotates its query heads in registers,
-// and the warp whose tokens end the context rotates the newest K, stores K and V at the row's slot
-// and puts them into its last tile itself (that tile's copy leaves the row out), so every cached
-// tile can be requested before pdl_wait. Q, K and the cache get bitwise what the two kernels give;
-// the QKV buffer stays as it was (launch_rope_store_kv rotates it in place). `qkv` is the fused
-// buffer (Q heads, K heads, V heads of this rank per row). False, nothing launched, where the plan
-// cannot do it: the caller runs the two kernels.
-bool decode_attention_fuses_rope(const DecodeAttentionPlan& plan, int head_dim);
-bool launch_decode_attention_with_rope(const bf16* qkv, int qkv_stride, const DecodeRope& rope,
-                                       const AttentionBatch& batch, const AttentionShape& shape, bf16* out,
-                                       int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan);
 void launch_decode_attention(const bf16* q, int q_stride, const bf16* k_cache, const bf16* v_cache,
                              const AttentionBatch& batch, const AttentionShape& shape, void* workspace, bf16* out,
                              int out_stride, cudaStream_t stream, const DecodeAttentionPlan& plan = {});
