@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "context.hpp"
+#include "gpuscout/util/error.hpp"
 #include "gpuscout/version.hpp"
 
 int main(int argc, char** argv) {
@@ -70,6 +71,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e, std::cout, std::cerr);
     return static_cast<int>(ExitCode::usage);
+  } catch (const NotFoundError& e) {
+    // Nothing close to suggest: say where the names are listed.
+    const char* listing = e.kind() == "GPU"                                   ? "gpuscout gpus list"
+                          : e.kind() == "model" || e.kind() == "model family" ? "gpuscout models list"
+                          : e.kind() == "workload"                            ? "gpuscout advise --list"
+                          : e.kind() == "benchmark"                           ? "gpuscout bench --list"
+                                                                              : nullptr;
+    fmt::print(stderr, "gpuscout: error: {}{}\n", e.what(),
+               e.suggestions().empty() && listing != nullptr ? fmt::format(" (`{}` lists them)", listing) : "");
+    return static_cast<int>(e.exit_code());
   } catch (const Error& e) {
     fmt::print(stderr, "gpuscout: error: {}\n", e.what());
     return static_cast<int>(e.exit_code());

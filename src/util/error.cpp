@@ -25,7 +25,7 @@ std::string data_error_message(const std::string& file, const std::string& entry
 }  // namespace
 
 NotFoundError::NotFoundError(const std::string& what, const std::string& name, std::vector<std::string> suggestions)
-    : UsageError(not_found_message(what, name, suggestions)), suggestions_(std::move(suggestions)) {}
+    : UsageError(not_found_message(what, name, suggestions)), suggestions_(std::move(suggestions)), kind_(what) {}
 
 DataError::DataError(std::string file, std::string entry, std::string field, const std::string& problem)
     : Error(data_error_message(file, entry, field, problem)),

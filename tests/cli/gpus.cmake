@@ -34,6 +34,8 @@ gpuscout_cli_test(gpus_list_unknown_vendor_is_usage_error 2 --stdout-empty --std
                   -- gpus list --vendor intel)
 gpuscout_cli_test(gpus_show_unknown_is_usage_error 2 --stdout-empty --stderr-contains "unknown GPU 'h100x'"
                   --stderr-contains "did you mean" --stderr-contains "H100-SXM5-80GB" -- gpus show h100x)
+gpuscout_cli_test(gpus_show_unknown_far_names_the_list 2 --stdout-empty --stderr-contains "unknown GPU 'zzz9'"
+                  --stderr-contains "`gpuscout gpus list` lists them" -- gpus show zzz9)
 gpuscout_cli_test(gpus_compare_unknown_is_usage_error 2 --stdout-empty --stderr-contains "unknown GPU 'mi300'"
                   --stderr-contains "MI300X" -- gpus compare h100 mi300)
 gpuscout_cli_test(gpus_compare_needs_two 2 --stdout-empty --stderr-contains "at least two" -- gpus compare h100)

@@ -24,6 +24,11 @@ gpuscout_cli_test(models_show_by_alias 0 --stdout-contains "Llama-3.1-8B" --stdo
                   -- models show meta-llama/Llama-3.1-8B)
 gpuscout_cli_test(models_show_unknown_is_usage_error 2 --stdout-empty --stderr-contains "unknown model 'llama-3.1-9b'"
                   --stderr-contains "did you mean" --stderr-contains "Llama-3.1-8B" -- models show llama-3.1-9b)
+# Nothing close to suggest: the message says where the names are listed (and only then).
+gpuscout_cli_test(models_show_unknown_far_names_the_list 2 --stdout-empty --stderr-contains "unknown model 'qqqq'"
+                  --stderr-contains "`gpuscout models list` lists them" -- models show qqqq)
+gpuscout_cli_test(models_show_unknown_near_has_no_list_hint 2 --stdout-empty --stderr-contains "did you mean"
+                  --stderr-lacks "lists them" -- models show llama-3.1-9b)
 gpuscout_cli_test(models_list_unknown_family_is_usage_error 2 --stdout-empty --stderr-contains "llama-3.1"
                   -- models list --family lama-3)
 gpuscout_cli_test(models_show_needs_a_name 2 --stdout-empty --stderr-contains "name" -- models show)

@@ -30,9 +30,12 @@ class NotFoundError : public UsageError {
  public:
   NotFoundError(const std::string& what, const std::string& name, std::vector<std::string> suggestions);
   const std::vector<std::string>& suggestions() const noexcept { return suggestions_; }
+  // What was looked up ("GPU", "model", ...), as the message names it.
+  const std::string& kind() const noexcept { return kind_; }
 
  private:
   std::vector<std::string> suggestions_;
+  std::string kind_;
 };
 
 // A data file that does not say what it must: names the file, the entry, the field and what was expected.
