@@ -75,5 +75,6 @@ void register_predict_command(CLI::App& app, AppContext& ctx);
 void register_validate_command(CLI::App& app, AppContext& ctx);
 void register_history_command(CLI::App& app, AppContext& ctx);
 void register_advise_command(CLI::App& app, AppContext& ctx);
+void register_doctor_command(CLI::App& app, AppContext& ctx);
 
 }  // namespace gpuscout::cli

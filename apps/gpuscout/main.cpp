@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   cli::register_validate_command(app, ctx);
   cli::register_history_command(app, ctx);
   cli::register_advise_command(app, ctx);
+  cli::register_doctor_command(app, ctx);
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
   app.parse_complete_callback([&] {

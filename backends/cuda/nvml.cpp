@@ -31,6 +31,12 @@ struct Library::Api {
   nvmlReturn_t (*memory_info)(nvmlDevice_t, void*) = nullptr;  // nvmlMemory_t (v1 layout)
   nvmlReturn_t (*throttle_reasons)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*default_power_limit)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*applications_clock)(nvmlDevice_t, int, unsigned*) = nullptr;
+  nvmlReturn_t (*default_applications_clock)(nvmlDevice_t, int, unsigned*) = nullptr;
+  nvmlReturn_t (*total_ecc_errors)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+  nvmlReturn_t (*remapped_rows)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
+  nvmlReturn_t (*compute_processes)(nvmlDevice_t, unsigned*, void*) = nullptr;  // nvmlProcessInfo_t[]
   nvmlReturn_t (*ecc_mode)(nvmlDevice_t, int*, int*) = nullptr;
   nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;
   nvmlReturn_t (*persistence_mode)(nvmlDevice_t, int*) = nullptr;
@@ -99,6 +105,15 @@ Loaded& loaded() {
     resolve(lib, a.throttle_reasons,
             {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
     resolve(lib, a.power_limit, {"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit"});
+    resolve(lib, a.default_power_limit, {"nvmlDeviceGetPowerManagementDefaultLimit"});
+    resolve(lib, a.applications_clock, {"nvmlDeviceGetApplicationsClock"});
+    resolve(lib, a.default_applications_clock, {"nvmlDeviceGetDefaultApplicationsClock"});
+    resolve(lib, a.total_ecc_errors, {"nvmlDeviceGetTotalEccErrors"});
+    resolve(lib, a.remapped_rows, {"nvmlDeviceGetRemappedRows"});
+    // Only counted (infos stays null), so any version's process layout will do.
+    resolve(lib, a.compute_processes,
+            {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+             "nvmlDeviceGetComputeRunningProcesses"});
     resolve(lib, a.ecc_mode, {"nvmlDeviceGetEccMode"});
     resolve(lib, a.mig_mode, {"nvmlDeviceGetMigMode"});
     resolve(lib, a.persistence_mode, {"nvmlDeviceGetPersistenceMode"});
@@ -230,6 +245,50 @@ std::optional<double> Library::power_limit_w(Device d) const {
   auto mw = read<unsigned>(api_->power_limit, d.handle);
   if (!mw) return std::nullopt;
   return *mw / 1000.0;
+}
+
+std::optional<double> Library::default_power_limit_w(Device d) const {
+  auto mw = read<unsigned>(api_->default_power_limit, d.handle);
+  if (!mw) return std::nullopt;
+  return *mw / 1000.0;
+}
+
+std::optional<double> Library::applications_clock_mhz(Device d, Clock c) const {
+  auto v = read<unsigned>(api_->applications_clock, d.handle, static_cast<int>(c));
+  if (!v) return std::nullopt;
+  return static_cast<double>(*v);
+}
+
+std::optional<double> Library::default_applications_clock_mhz(Device d, Clock c) const {
+  auto v = read<unsigned>(api_->default_applications_clock, d.handle, static_cast<int>(c));
+  if (!v) return std::nullopt;
+  return static_cast<double>(*v);
+}
+
+std::optional<std::uint64_t> Library::ecc_uncorrected_volatile(Device d) const {
+  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0.
+  auto v = read<unsigned long long>(api_->total_ecc_errors, d.handle, 1, 0);
+  if (!v) return std::nullopt;
+  return static_cast<std::uint64_t>(*v);
+}
+
+std::optional<Library::RowRemap> Library::row_remap(Device d) const {
+  if (api_->remapped_rows == nullptr) return std::nullopt;
+  unsigned corrected = 0, uncorrected = 0, pending = 0, failure = 0;
+  if (api_->remapped_rows(d.handle, &corrected, &uncorrected, &pending, &failure) != kSuccess) return std::nullopt;
+  return RowRemap{pending != 0, failure != 0};
+}
+
+std::optional<int> Library::compute_process_count(Device d) const {
+  if (api_->compute_processes == nullptr) return std::nullopt;
+  // With a count of 0 NVML answers NVML_SUCCESS when none runs, NVML_ERROR_INSUFFICIENT_SIZE (7) with
+  // the count otherwise.
+  constexpr nvmlReturn_t kInsufficientSize = 7;
+  unsigned n = 0;
+  const nvmlReturn_t rc = api_->compute_processes(d.handle, &n, nullptr);
+  if (rc == kSuccess) return 0;
+  if (rc == kInsufficientSize) return static_cast<int>(n);
+  return std::nullopt;
 }
 
 std::optional<bool> Library::ecc_enabled(Device d) const {

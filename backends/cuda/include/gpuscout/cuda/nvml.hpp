@@ -40,6 +40,19 @@ class Library {
   std::optional<std::uint64_t> memory_used_bytes(Device d) const;
   std::optional<std::uint64_t> throttle_reasons(Device d) const;  // bit mask, names below
   std::optional<double> power_limit_w(Device d) const;            // enforced limit
+  std::optional<double> default_power_limit_w(Device d) const;    // the board's default limit
+  // Application clocks (what compute runs at unless the driver boosts), set and default.
+  std::optional<double> applications_clock_mhz(Device d, Clock c) const;
+  std::optional<double> default_applications_clock_mhz(Device d, Clock c) const;
+  // Uncorrected ECC errors since the driver loaded (volatile counter).
+  std::optional<std::uint64_t> ecc_uncorrected_volatile(Device d) const;
+  struct RowRemap {
+    bool pending = false;  // rows wait for the next reset
+    bool failure = false;  // a remapping failed
+  };
+  std::optional<RowRemap> row_remap(Device d) const;  // Ampere and newer
+  // Processes with a CUDA context on the GPU (counted, not listed: no struct layout to match).
+  std::optional<int> compute_process_count(Device d) const;
   std::optional<bool> ecc_enabled(Device d) const;
   std::optional<bool> mig_enabled(Device d) const;
   std::optional<bool> persistence_mode(Device d) const;
