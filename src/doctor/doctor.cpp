@@ -100,6 +100,8 @@ void examine_environment(const HostFacts& h, Findings& f) {
           std::move(advice));
   };
   for (const auto& [name, value] : env) {
+    // Container images set these to say what they ship; no library reads them as a setting.
+    if (name == "NCCL_VERSION" || name == "CUDA_VERSION" || name == "CUDA_HOME" || name == "CUDA_PATH") continue;
     if (name == "CUDA_LAUNCH_BLOCKING") {
       if (value != "0") {
         add_env(name, value, Status::warn,

@@ -258,11 +258,11 @@ TEST(Doctor, BadDataFailsWithTheMessage) {
 
 TEST(Doctor, EnvironmentThatChangesResults) {
   Facts f = healthy();
-  f.host.environment = {{"CUDA_LAUNCH_BLOCKING", "1"},      {"GPUSCOUT_GEMM_SEARCH", "0"},
-                        {"GPUSCOUT_DATA", "/data"},         {"GPUSCOUT_GEM_SEARCH", "0"},
-                        {"NCCL_P2P_DISABLE", "1"},          {"NCCL_ALGO", "Ring"},
-                        {"NCCL_NVLS_ENABLE", "0"},          {"CUDA_HOME", "/usr/local/cuda"},
-                        {"CUDA_INJECTION64_PATH", "/x.so"}, {"CUBLASLT_LOG_LEVEL", "5"}};
+  f.host.environment = {
+      {"CUDA_LAUNCH_BLOCKING", "1"}, {"GPUSCOUT_GEMM_SEARCH", "0"},    {"GPUSCOUT_DATA", "/data"},
+      {"GPUSCOUT_GEM_SEARCH", "0"},  {"NCCL_P2P_DISABLE", "1"},        {"NCCL_ALGO", "Ring"},
+      {"NCCL_NVLS_ENABLE", "0"},     {"CUDA_HOME", "/usr/local/cuda"}, {"CUDA_INJECTION64_PATH", "/x.so"},
+      {"CUBLASLT_LOG_LEVEL", "5"},   {"NCCL_VERSION", "2.28.3-1"}};
   const auto findings = examine(f);
   EXPECT_EQ(find(findings, "env/CUDA_LAUNCH_BLOCKING")->status, Status::warn);
   EXPECT_EQ(find(findings, "env/GPUSCOUT_GEMM_SEARCH")->status, Status::warn);
@@ -271,7 +271,8 @@ TEST(Doctor, EnvironmentThatChangesResults) {
   EXPECT_EQ(find(findings, "env/NCCL_P2P_DISABLE")->status, Status::warn);
   EXPECT_EQ(find(findings, "env/NCCL_ALGO")->status, Status::info);
   EXPECT_EQ(find(findings, "env/NCCL_NVLS_ENABLE")->status, Status::info);
-  EXPECT_EQ(find(findings, "env/CUDA_HOME"), nullptr);  // a build-time path: runs do not read it
+  EXPECT_EQ(find(findings, "env/CUDA_HOME"), nullptr);     // a build-time path: runs do not read it
+  EXPECT_EQ(find(findings, "env/NCCL_VERSION"), nullptr);  // what an image ships, not a setting
   EXPECT_EQ(find(findings, "env/CUDA_INJECTION64_PATH")->status, Status::warn);
   EXPECT_EQ(find(findings, "env/CUBLASLT_LOG_LEVEL")->status, Status::warn);
   f.host.environment = {{"CUDA_LAUNCH_BLOCKING", "0"}};
