@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "context.hpp"
+#include "doctor_facts.hpp"
 #include "gpuscout/bench/selection.hpp"
 #include "gpuscout/bench/serve_options.hpp"
 #include "gpuscout/bench/summary.hpp"
@@ -539,6 +540,14 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
   result.kind = "bench";
   result.provenance = results::local_provenance(static_cast<int>(ctx.argv.size()), ctx.raw_argv);
   for (const auto& [k, v] : local.software) result.provenance.software[k] = v;
+  // What `gpuscout doctor` would warn about or fail now goes into the result, so that a figure taken
+  // with a lowered power limit or another process on the GPU says so.
+  for (const doctor::Finding& x : doctor::examine(gather_doctor_facts(ctx, local))) {
+    if (x.status != doctor::Status::warn && x.status != doctor::Status::fail) continue;
+    const std::string message = fmt::format("{}: {}: {}", x.subject, x.check, x.observed);
+    fmt::print(stderr, "gpuscout: warning: doctor {}: {}\n", x.key, message);
+    result.provenance.checks.push_back({x.key, std::string(doctor::to_string(x.status)), message});
+  }
   result.provenance.environment = captured_environment();
   result.provenance.tags = bench::parse_tags(f.tags);
   if (db != nullptr) result.provenance.data_source = ctx.data().describe();

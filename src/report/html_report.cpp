@@ -1019,6 +1019,11 @@ Section provenance_section(const std::vector<ReportInput>& inputs) {
     item("Environment", map_text(p.environment));
     item("Tags", map_text(p.tags));
     item("Spec data", p.data_source);
+    // Schema 1.2+: what gpuscout doctor found wrong when the run started; older files cannot say.
+    std::string checks;
+    for (const auto& c : p.checks)
+      checks += fmt::format("{}{} {}: {}", checks.empty() ? "" : "; ", c.status, c.key, c.message);
+    if (!checks.empty()) item("Checks at start", checks);
     s.body += "</dl>\n";
     if (!r.gpus.empty()) {
       HtmlTable gpus;

@@ -253,6 +253,11 @@ ojson to_json(const ResultSet& result) {
                        {"environment", p.environment},
                        {"tags", p.tags},
                        {"data_source", p.data_source}};
+  ojson checks = ojson::array();
+  for (const RunCheck& c : p.checks) {
+    checks.push_back({{"key", c.key}, {"status", c.status}, {"message", c.message}});
+  }
+  out["provenance"]["checks"] = std::move(checks);
   ojson gpus = ojson::array();
   for (const auto& g : result.gpus) gpus.push_back(gpu_json(g));
   out["gpus"] = std::move(gpus);
@@ -298,6 +303,14 @@ ResultSet result_from_json(const nlohmann::ordered_json& document, const std::st
   p.environment = prov.string_map("environment");
   p.tags = prov.string_map("tags");
   p.data_source = prov.str("data_source", false);
+  if (prov.get("checks") != nullptr) {  // since 1.2
+    Reader checks = prov.child("checks", ojson::value_t::array);
+    for (std::size_t i = 0; i < checks.node().size(); ++i) {
+      Reader c = checks.element(i);
+      if (!c.node().is_object()) c.fail("", "expected an object {key, status, message}");
+      p.checks.push_back({c.str("key"), c.str("status"), c.str("message", false)});
+    }
+  }
   if (root.get("gpus") != nullptr) {
     Reader gpus = root.child("gpus", ojson::value_t::array);
     for (std::size_t i = 0; i < gpus.node().size(); ++i) result.gpus.push_back(read_gpu(gpus.element(i)));

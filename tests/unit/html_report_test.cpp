@@ -55,6 +55,7 @@ ResultSet hostile_result() {
   p.environment = {{kHostile, kHostile}};
   p.tags = {{kHostile, kHostile}, {"model", kHostile}};
   p.data_source = kHostile;
+  p.checks = {{kHostile, kHostile, kHostile}};
   results::GpuInfo g;
   g.name = kHostile;
   g.spec_name = kHostile;
@@ -103,7 +104,7 @@ TEST(HtmlReport, HostileStringsNeverSurviveUnescaped) {
 
   // Every section that charts these records was drawn (so the strings really went through them).
   for (const char* id : {"chart-gemm", "chart-memory", "chart-transfer", "chart-p2p", "chart-busbw", "id=\"summary\"",
-                         "id=\"provenance\"", "id=\"definitions\""})
+                         "id=\"provenance\"", "id=\"definitions\"", "Checks at start"})
     EXPECT_NE(html.find(id), std::string::npos) << id;
 
   EXPECT_EQ(html.find(kHostile), std::string::npos);

@@ -20,6 +20,7 @@ ResultSet sample_result() {
   r.provenance.hostname = "host-1";
   r.provenance.software = {{"driver", "580.159.04"}, {"cuda_runtime", "13.0"}};
   r.provenance.tags = {{"site", "lab"}};
+  r.provenance.checks = {{"gpu0/power_limit", "warn", "GPU 0 (NVIDIA H200): power limit: 500 W enforced"}};
   GpuInfo g;
   g.index = 0;
   g.name = "NVIDIA H200";
@@ -64,6 +65,24 @@ TEST(ResultJson, RoundTripsEveryField) {
   EXPECT_EQ(*back.records[0].telemetry->power_mean_w, 650);
   EXPECT_EQ(*back.records[0].telemetry->memory_used_max_gib, 130.5);
   EXPECT_EQ(back.gpus[0].sm_count, 132);
+  ASSERT_EQ(back.provenance.checks.size(), 1u);
+  EXPECT_EQ(back.provenance.checks[0].key, "gpu0/power_limit");
+  EXPECT_EQ(back.provenance.checks[0].status, "warn");
+}
+
+// Files of schema 1.0 and 1.1 have no provenance.checks; a malformed one names the field.
+TEST(ResultJson, ChecksAreOptionalAndValidated) {
+  auto json = nlohmann::ordered_json::parse(to_json(sample_result()).dump());
+  json["schema_version"] = "1.1";
+  json["provenance"].erase("checks");
+  EXPECT_TRUE(result_from_json(json, "old.json").provenance.checks.empty());
+  json["provenance"]["checks"] = nlohmann::ordered_json::array({{{"status", "warn"}}});
+  try {
+    result_from_json(json, "bad.json");
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.field(), "provenance.checks[0].key");
+  }
 }
 
 TEST(ResultJson, AcceptsNewerMinorVersion) {

@@ -14,7 +14,7 @@ namespace gpuscout::results {
 // Major.minor. A reader accepts any minor of its major (minors only add optional fields) and
 // rejects other majors.
 inline constexpr int kSchemaMajor = 1;
-inline constexpr int kSchemaMinor = 1;
+inline constexpr int kSchemaMinor = 2;
 std::string schema_version_string();
 
 enum class Outcome { passed, failed, incorrect, not_supported, skipped, timeout };
@@ -78,6 +78,13 @@ struct GpuInfo {
   std::optional<int> numa_node;
 };
 
+// A warning or failure `gpuscout doctor`'s checks found when the run started (docs/doctor.md).
+struct RunCheck {
+  std::string key;     // "gpu0/power_limit"
+  std::string status;  // "warn" or "fail"
+  std::string message;
+};
+
 struct Provenance {
   std::string tool_version;
   std::string git_commit;
@@ -90,6 +97,7 @@ struct Provenance {
   std::map<std::string, std::string> environment;  // relevant variables (NCCL_*, GPUSCOUT_*, CUDA_VISIBLE_DEVICES)
   std::map<std::string, std::string> tags;         // --tags key:value, so runs from many machines concatenate
   std::string data_source;                         // which spec database was used
+  std::vector<RunCheck> checks;                    // since 1.2; empty: nothing was wrong (or not checked)
 };
 
 struct ResultSet {
