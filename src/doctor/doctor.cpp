@@ -160,10 +160,12 @@ void examine_environment(const HostFacts& h, Findings& f) {
       if (it == known.end()) {
         add_env(name, value, Status::warn, "gpuscout reads no such variable (a typo?)",
                 "see docs/serving.md for the engine's switches");
-      } else if (it->engine_switch) {
+      } else if (it->changes_results(value)) {
         add_env(name, value, Status::warn,
                 fmt::format("{}: results are not those of the default engine (recorded in result files)", it->effect),
                 "unset it for runs meant to compare with others");
+      } else if (!it->non_default.empty()) {
+        add_env(name, value, Status::info, fmt::format("{}: set, but to what it does by default", it->effect));
       } else {
         add_env(name, value, Status::info, std::string(it->effect));
       }
@@ -444,21 +446,21 @@ std::string_view to_string(Status status) {
 
 const std::vector<KnownVariable>& known_gpuscout_variables() {
   static const std::vector<KnownVariable> kVariables = {
-      {"GPUSCOUT_DATA", "spec database and model catalog read from this directory", false},
-      {"GPUSCOUT_HISTORY_DB", "run history database at this path", false},
-      {"GPUSCOUT_GEMM_SEARCH", "the engine's cuBLASLt configuration search", true},
-      {"GPUSCOUT_GEMM_LT_TIES", "the engine's choice between cuBLASLt's two best in whole steps", true},
-      {"GPUSCOUT_SMALL_M_GEMM", "the engine's own small-m GEMM", true},
-      {"GPUSCOUT_RING_GEMV", "the engine's ring GEMV for decode at few rows", true},
-      {"GPUSCOUT_SMALL_KERNEL_CARVEOUT", "the shared-memory carveout of the engine's small kernels", true},
-      {"GPUSCOUT_DECODE_PAIR_KERNEL", "the pair decode attention kernel in the engine's tuning", true},
-      {"GPUSCOUT_PREFILL_WGMMA", "the prefill attention kernel on wgmma", true},
-      {"GPUSCOUT_PREFILL_TMA", "tensor copies in the prefill attention kernel", true},
-      {"GPUSCOUT_SWIGLU_GEMM", "the gate/up GEMM with SwiGLU in its epilogue", true},
-      {"GPUSCOUT_SWIGLU_EPILOGUE", "where that GEMM's SwiGLU epilogue runs", true},
-      {"GPUSCOUT_PRUNE_LAST_LAYER", "the engine's pruned last layer at prefill", true},
-      {"GPUSCOUT_SMEM_OPTIN_LIMIT", "a test hook capping the shared memory the kernels may use", true},
-      {"GPUSCOUT_TRAIN_ATTENTION", "the train-step benchmark's attention kernel", true},
+      {"GPUSCOUT_DATA", "spec database and model catalog read from this directory", ""},
+      {"GPUSCOUT_HISTORY_DB", "run history database at this path", ""},
+      {"GPUSCOUT_GEMM_SEARCH", "the engine's cuBLASLt configuration search", "0"},
+      {"GPUSCOUT_GEMM_LT_TIES", "the engine's choice between cuBLASLt's two best in whole steps", "0"},
+      {"GPUSCOUT_SMALL_M_GEMM", "the engine's own small-m GEMM (off unless 1)", "1"},
+      {"GPUSCOUT_RING_GEMV", "the engine's ring GEMV for decode at few rows", "0"},
+      {"GPUSCOUT_SMALL_KERNEL_CARVEOUT", "the shared-memory carveout of the engine's small kernels", "0"},
+      {"GPUSCOUT_DECODE_PAIR_KERNEL", "the pair decode attention kernel in the engine's tuning", "0"},
+      {"GPUSCOUT_PREFILL_WGMMA", "the prefill attention kernel on wgmma", "0"},
+      {"GPUSCOUT_PREFILL_TMA", "tensor copies in the prefill attention kernel", "0"},
+      {"GPUSCOUT_SWIGLU_GEMM", "the gate/up GEMM with SwiGLU in its epilogue", "0"},
+      {"GPUSCOUT_SWIGLU_EPILOGUE", "where that GEMM's SwiGLU epilogue runs", "in-place"},
+      {"GPUSCOUT_PRUNE_LAST_LAYER", "the engine's pruned last layer at prefill", "0"},
+      {"GPUSCOUT_SMEM_OPTIN_LIMIT", "a test hook capping the shared memory the kernels may use", "*"},
+      {"GPUSCOUT_TRAIN_ATTENTION", "the train-step benchmark's attention kernel", "materialized"},
   };
   return kVariables;
 }

@@ -277,6 +277,16 @@ TEST(Doctor, EnvironmentThatChangesResults) {
   EXPECT_EQ(find(findings, "env/CUBLASLT_LOG_LEVEL")->status, Status::warn);
   f.host.environment = {{"CUDA_LAUNCH_BLOCKING", "0"}};
   EXPECT_EQ(find(examine(f), "env/CUDA_LAUNCH_BLOCKING"), nullptr);
+  // An engine switch is a warning only at the value that turns it away from its default.
+  f.host.environment = {{"GPUSCOUT_GEMM_SEARCH", "1"},
+                        {"GPUSCOUT_SMALL_M_GEMM", "1"},
+                        {"GPUSCOUT_SWIGLU_EPILOGUE", "deferred"},
+                        {"GPUSCOUT_SMEM_OPTIN_LIMIT", "101376"}};
+  const auto switches = examine(f);
+  EXPECT_EQ(find(switches, "env/GPUSCOUT_GEMM_SEARCH")->status, Status::info);
+  EXPECT_EQ(find(switches, "env/GPUSCOUT_SMALL_M_GEMM")->status, Status::warn);
+  EXPECT_EQ(find(switches, "env/GPUSCOUT_SWIGLU_EPILOGUE")->status, Status::info);
+  EXPECT_EQ(find(switches, "env/GPUSCOUT_SMEM_OPTIN_LIMIT")->status, Status::warn);
 }
 
 TEST(Doctor, HostFindings) {

@@ -37,7 +37,15 @@ struct Finding {
 struct KnownVariable {
   std::string_view name;
   std::string_view effect;
-  bool engine_switch;  // a kernel or algorithm choice: results with it set differ from default runs
+  // For a kernel or algorithm choice, the value that turns it away from the default ("0" for the
+  // switches that are on unless "0", "*" for any value but "0"); empty for a setting that changes no
+  // measurement (a data or history path).
+  std::string_view non_default;
+  bool changes_results(std::string_view value) const {
+    if (non_default.empty()) return false;
+    if (non_default == "*") return !value.empty() && value != "0";
+    return value == non_default;
+  }
 };
 // Every GPUSCOUT_* variable the tool reads (a test checks the sources against this list).
 const std::vector<KnownVariable>& known_gpuscout_variables();
