@@ -113,6 +113,16 @@ Comparison compare_runs(const std::vector<CompareInput>& inputs) {
     out.labels.push_back(in.label);
     out.origins.push_back(in.origin);
   }
+  // A run measured under conditions doctor warned about (a lowered power limit, another process on
+  // the GPU, a non-default engine switch) is not like for like with the others: say so.
+  for (const auto& in : inputs) {
+    const auto& checks = in.result.provenance.checks;
+    if (checks.empty()) continue;
+    std::string listed;
+    for (const auto& c : checks) listed += fmt::format("{}{} ({})", listed.empty() ? "" : ", ", c.key, c.status);
+    out.notes.push_back(
+        fmt::format("{}: measured with {} doctor finding(s) at start: {}", in.label, checks.size(), listed));
+  }
   // Index each run by key (first occurrence wins; duplicates are noted).
   std::vector<std::map<std::string, const Record*>> index(inputs.size());
   std::vector<std::string> order;

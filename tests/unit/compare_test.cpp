@@ -131,6 +131,16 @@ TEST(CompareRuns, DuplicateKeysKeepTheFirstAndSaySo) {
   EXPECT_NE(c.notes[0].find("more than once"), std::string::npos);
 }
 
+TEST(CompareRuns, ARunWithDoctorFindingsIsNoted) {
+  CompareInput a = input("A", {rec("gemm/x", {rate(100, 99, 101)})});
+  CompareInput b = input("B", {rec("gemm/x", {rate(80, 79, 81)})});
+  b.result.provenance.checks = {{"gpu0/power_limit", "warn", "GPU 0: power limit: 500 W enforced, 700 W by default"}};
+  const Comparison c = compare_runs({a, b});
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_NE(c.notes[0].find("B: measured with 1 doctor finding"), std::string::npos) << c.notes[0];
+  EXPECT_NE(c.notes[0].find("gpu0/power_limit (warn)"), std::string::npos) << c.notes[0];
+}
+
 TEST(CompareRuns, ThreeRunsCompareEachWithTheFirst) {
   const auto c = compare_runs({input("A", {rec("k", {rate(100, 99, 101)})}), input("B", {rec("k", {rate(90, 89, 91)})}),
                                input("C", {rec("k", {rate(100.5, 99.5, 101.5)})})});
