@@ -670,6 +670,7 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
     mine.kind = "bench";
     mine.complete = result.complete;
     mine.records = std::move(result.records);
+    mine.provenance.checks = result.provenance.checks;
     nlohmann::ordered_json doc;
     doc["rank"] = bench::to_json(me);
     doc["result"] = results::to_json(mine);
@@ -685,6 +686,12 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
       results::ResultSet part = results::result_from_json(d["result"], fmt::format("rank {}", r));
       result.complete = result.complete && part.complete;
       by_rank.push_back(std::move(part.records));
+      // Rank 0's own checks are in the result already; another rank's GPU and host may differ.
+      for (const auto& c : part.provenance.checks) {
+        if (r == 0) break;
+        result.provenance.checks.push_back(
+            {fmt::format("rank{}/{}", r, c.key), c.status, fmt::format("rank {}: {}", r, c.message)});
+      }
     }
     result.records = bench::merge_rank_records(by_rank);
     for (const auto& r : result.records) {

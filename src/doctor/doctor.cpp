@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <sstream>
 
 #include "gpuscout/specs/gpu_spec.hpp"
