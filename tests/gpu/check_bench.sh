@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU test runner. Usage: check_bench.sh GPUSCOUT devices|memory|transfer
+# GPU test runner. Usage: check_bench.sh GPUSCOUT devices|memory|transfer|doctor
 # Exit 77 (skipped) when no GPU can be used, 0 when the checks pass, 1 otherwise.
 set -u
 bin=$1
@@ -75,6 +75,34 @@ for c in ("h2d_ce_pinned", "d2h_ce_pinned", "h2d_sm_pinned", "d2h_sm_pinned", "h
     in_range(f"transfer/{c}/64MiB", "bandwidth", 0.5, 1000)
 in_range("transfer/bidir_ce_pinned/64MiB", "total_bandwidth", 0.5, 2000)
 in_range("transfer/latency_sm_pinned", "latency", 0.05, 100)' || exit 1
+    ;;
+  doctor)
+    # doctor on this GPU: every GPU has its code and spec findings, nothing fails on a healthy machine,
+    # and a variable that skews timings is a warning that bench keeps in its result's provenance.
+    CUDA_LAUNCH_BLOCKING=1 "$bin" --no-history doctor --format json >"$tmp/doctor.json" 2>"$tmp/err.txt"
+    rc=$?
+    [ $rc -eq 0 ] || { echo "doctor exit $rc"; cat "$tmp/doctor.json" "$tmp/err.txt"; exit 1; }
+    python3 - "$tmp/doctor.json" "$tmp/devices.json" <<'PY' || exit 1
+import json, sys
+findings, devices = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+by_key = {f["key"]: f for f in findings}
+fail = []
+for d in devices:
+    for check in ("code", "spec"):
+        if f"gpu{d['index']}/{check}" not in by_key: fail.append(f"no gpu{d['index']}/{check} finding")
+if by_key.get("driver/cuda", {}).get("status") != "ok": fail.append(f"driver/cuda: {by_key.get('driver/cuda')}")
+if by_key.get("env/CUDA_LAUNCH_BLOCKING", {}).get("status") != "warn": fail.append("CUDA_LAUNCH_BLOCKING=1 not a warning")
+if fail: print("\n".join(fail)); sys.exit(1)
+print(f"ok: {len(findings)} findings, " + ", ".join(f"{f['key']} {f['status']}" for f in findings if f["status"] != "ok"))
+PY
+    CUDA_LAUNCH_BLOCKING=1 "$bin" --no-history bench --quick --only memory/copy/8MiB --memory-sizes 8MiB --out "$tmp/r.json" \
+      >"$tmp/out.txt" 2>"$tmp/err.txt"
+    rc=$?
+    [ $rc -eq 0 ] || { echo "bench exit $rc"; cat "$tmp/out.txt" "$tmp/err.txt"; exit 1; }
+    grep -q "doctor env/CUDA_LAUNCH_BLOCKING" "$tmp/err.txt" || { echo "bench did not warn:"; cat "$tmp/err.txt"; exit 1; }
+    check "$tmp/r.json" '
+if not any(c["key"] == "env/CUDA_LAUNCH_BLOCKING" and c["status"] == "warn" for c in res["provenance"]["checks"]):
+    fail.append("provenance.checks lacks env/CUDA_LAUNCH_BLOCKING: " + str(res["provenance"]["checks"]))' || exit 1
     ;;
   *) echo "unknown check $what"; exit 2 ;;
 esac
