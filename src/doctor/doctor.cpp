@@ -289,9 +289,9 @@ void examine_gpu(const GpuFacts& g, const BuildFacts& build, std::size_t visible
           "compare only with runs at the same limit (recorded in result files), or restore the default (root)");
     } else if (spec != nullptr && spec->tdp_w.value > 0 && limit < 0.9 * spec->tdp_w.value) {
       add("power_limit", "power limit", Status::info,
-          fmt::format("{:.0f} W, below the {:.0f} W of the spec sheet (this board's default): power-bound results "
-                      "come out below published figures",
-                      limit, spec->tdp_w.value));
+          fmt::format("{:.0f} W{}, below the spec sheet's {:.0f} W: power-bound results come out below "
+                      "published figures",
+                      limit, g.default_power_limit_w ? " (the board's default)" : "", spec->tdp_w.value));
     } else {
       add("power_limit", "power limit", Status::ok,
           fmt::format("{:.0f} W{}", limit, g.default_power_limit_w ? " (the default)" : ""));
@@ -331,7 +331,8 @@ void examine_gpu(const GpuFacts& g, const BuildFacts& build, std::size_t visible
   if (g.ecc_enabled) {
     if (!*g.ecc_enabled) {
       add("ecc", "ECC", Status::info,
-          "off: a little more memory and bandwidth than with it on, the usual setting for data-center figures");
+          "off: a little more memory and bandwidth than with it on; published data-center figures are usually "
+          "taken with it on");
     } else if (g.ecc_uncorrected_volatile && *g.ecc_uncorrected_volatile > 0) {
       add("ecc", "ECC", Status::fail,
           fmt::format("{} uncorrected memory errors since the driver loaded", *g.ecc_uncorrected_volatile),
