@@ -1431,6 +1431,20 @@ std::string render_html_report(const std::vector<ReportInput>& inputs, const Rep
                 : "",
             incomplete ? "At least one run is incomplete (interrupted or cut short)." : "");
   }
+  // Runs measured under conditions `gpuscout doctor` warned about (schema 1.2+): named up front.
+  std::size_t checked = 0, with_findings = 0;
+  for (const auto& in : inputs) {
+    if (in.result.provenance.checks.empty()) continue;
+    ++with_findings;
+    checked += in.result.provenance.checks.size();
+  }
+  if (with_findings > 0) {
+    appendf(
+        out, "<p class=\"banner\">{}</p>\n",
+        esc(fmt::format("{} run(s) were measured with {} doctor finding(s) at start (a lowered power limit, another "
+                        "process, a non-default switch ...); see Provenance.",
+                        with_findings, checked)));
+  }
   out += "<nav aria-label=\"Sections\"><ul>\n";
   for (const auto& s : sections) appendf(out, "<li><a href=\"#{}\">{}</a></li>\n", s.id, esc(s.title));
   out += "</ul></nav>\n</header>\n<main>\n";

@@ -104,7 +104,8 @@ TEST(HtmlReport, HostileStringsNeverSurviveUnescaped) {
 
   // Every section that charts these records was drawn (so the strings really went through them).
   for (const char* id : {"chart-gemm", "chart-memory", "chart-transfer", "chart-p2p", "chart-busbw", "id=\"summary\"",
-                         "id=\"provenance\"", "id=\"definitions\"", "Checks at start"})
+                         "id=\"provenance\"", "id=\"definitions\"", "Checks at start",
+                         "1 run(s) were measured with 1 doctor finding(s)"})
     EXPECT_NE(html.find(id), std::string::npos) << id;
 
   EXPECT_EQ(html.find(kHostile), std::string::npos);
