@@ -687,10 +687,11 @@ void run_bench_in(AppContext& ctx, const BenchFlags& f, bench::World& world) {
       result.complete = result.complete && part.complete;
       by_rank.push_back(std::move(part.records));
       // Rank 0's own checks are in the result already; another rank's GPU and host may differ.
-      for (const auto& c : part.provenance.checks) {
-        if (r == 0) break;
-        result.provenance.checks.push_back(
-            {fmt::format("rank{}/{}", r, c.key), c.status, fmt::format("rank {}: {}", r, c.message)});
+      if (r > 0) {
+        for (const auto& c : part.provenance.checks) {
+          result.provenance.checks.push_back(
+              {fmt::format("rank{}/{}", r, c.key), c.status, fmt::format("rank {}: {}", r, c.message)});
+        }
       }
     }
     result.records = bench::merge_rank_records(by_rank);

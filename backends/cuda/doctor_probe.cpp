@@ -54,7 +54,6 @@ doctor::GpuFacts probe_gpu(const results::GpuInfo& gpu) {
   g.mig_enabled = nvml->mig_enabled(*dev);
   g.compute_processes = nvml->compute_process_count(*dev);
   g.memory_used_bytes = nvml->memory_used_bytes(*dev);
-  if (gpu.memory_bytes) g.memory_total_bytes = static_cast<std::uint64_t>(*gpu.memory_bytes);
   g.pcie_max_generation = nvml->pcie_link_generation(*dev, true);
   g.pcie_max_width = nvml->pcie_link_width(*dev, true);
   int total = 0, active = 0;

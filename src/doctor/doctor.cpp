@@ -1,6 +1,7 @@
 #include "gpuscout/doctor/doctor.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <sstream>
@@ -21,12 +22,7 @@ std::string cuda_version(int v) {
 }
 
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string out;
-  for (const auto& p : parts) {
-    if (!out.empty()) out += separator;
-    out += p;
-  }
-  return out;
+  return fmt::format("{}", fmt::join(parts, separator));
 }
 
 // "9.0" -> {9, 0}; {-1, -1} when not of that form.

@@ -112,7 +112,6 @@ struct GpuFacts {
   std::optional<bool> mig_enabled;
   std::optional<int> compute_processes;  // other processes with a CUDA context on it
   std::optional<std::uint64_t> memory_used_bytes;
-  std::optional<std::uint64_t> memory_total_bytes;
   std::optional<int> pcie_max_generation;  // of the GPU and its slot together (NVML)
   std::optional<int> pcie_max_width;
   std::optional<int> nvlinks_active;  // with nvlinks_total: links NVML reports, active ones
