@@ -414,21 +414,11 @@ bench::StoppingRule timing_rule(cuda::BenchMode mode, double max_time_per_case) 
 }
 
 std::map<std::string, std::string> captured_environment() {
-  std::map<std::string, std::string> env;
-  for (const char* name : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
-                           "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING"}) {
-    if (const char* v = std::getenv(name)) env[name] = v;
-  }
   // NCCL settings (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE ...) decide collective results, and the
   // engine's kernel switches (GPUSCOUT_RING_GEMV=0, GPUSCOUT_SMEM_OPTIN_LIMIT ...) its kernels.
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string kv = *e;
-    if (kv.rfind("NCCL_", 0) == 0 || kv.rfind("GPUSCOUT_", 0) == 0) {
-      const auto eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-  }
-  return env;
+  return environment_variables({"NCCL_", "GPUSCOUT_"},
+                               {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
+                                "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING"});
 }
 
 class SigintGuard {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -40,22 +41,6 @@ doctor::BuildFacts build_facts() {
   return b;
 }
 
-// The variables that change what a run measures; the rules decide which matter.
-std::map<std::string, std::string> relevant_environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string kv = *e;
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string name = kv.substr(0, eq);
-    for (const char* prefix : {"CUDA_", "NCCL_", "GPUSCOUT_", "CUBLAS"}) {
-      if (name.rfind(prefix, 0) == 0) env[name] = kv.substr(eq + 1);
-    }
-    if (name == "LD_PRELOAD") env[name] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 std::map<std::string, int> cpu_governors() {
   std::map<std::string, int> governors;
   std::error_code ec;
@@ -88,6 +73,23 @@ void check_history(const std::filesystem::path& path, doctor::HostFacts& host) {
 
 }  // namespace
 
+std::map<std::string, std::string> environment_variables(std::initializer_list<const char*> prefixes,
+                                                         std::initializer_list<const char*> names) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = kv.substr(0, eq);
+    const auto is = [&name](const char* other) { return name == other; };
+    const auto starts = [&name](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+    if (std::any_of(names.begin(), names.end(), is) || std::any_of(prefixes.begin(), prefixes.end(), starts)) {
+      env[name] = kv.substr(eq + 1);
+    }
+  }
+  return env;
+}
+
 doctor::Facts gather_doctor_facts(AppContext& ctx, const LocalGpus& local) {
   doctor::Facts facts;
   facts.host.build = build_facts();
@@ -98,7 +100,8 @@ doctor::Facts gather_doctor_facts(AppContext& ctx, const LocalGpus& local) {
   } catch (const Error& e) {
     facts.host.data_error = e.what();
   }
-  facts.host.environment = relevant_environment();
+  // Every variable that can change what a run measures; the rules decide which matter.
+  facts.host.environment = environment_variables({"CUDA_", "NCCL_", "GPUSCOUT_", "CUBLAS"}, {"LD_PRELOAD"});
   facts.host.cpu_governors = cpu_governors();
   if (!ctx.options.no_history) check_history(history_db_path(ctx), facts.host);
 #if defined(GPUSCOUT_HAVE_CUDA)
