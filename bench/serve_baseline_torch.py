@@ -12,16 +12,22 @@ that batch (the graph reads the position from a device tensor, attends over the 
 under a mask and writes the next token into its own input). The first output token comes from the
 prefill, so a request's --osl tokens take one prefill and osl - 1 decode steps.
 
+Decode attention folds each KV head's query heads into the query axis, so K/V are read once: a
+stronger baseline than SDPA called plainly. --plain-batches B,... times those batches again with
+the plain call (`enable_gqa=True` under the mask; PyTorch then reads K/V once per query head), the
+form a hand-written decoder most likely has; its records say `"decode_attention": "sdpa_gqa"`.
+
 Prints JSON lines on stdout:
   {"case": "env", ...}                       torch, CUDA, GPU, model shape
   {"case": "copy", "gbps": ...}              4 GiB Tensor.copy_, bytes read + written (roofline denominator)
-  {"case": "batch", "batch": B, "prefill_ms", "decode_ms_per_step", "decode_tokens_per_s",
-   "e2e_output_tokens_per_s", "e2e_s", "decode_hbm_roofline_pct", ...}
+  {"case": "batch", "batch": B, "decode_attention": "folded"|"sdpa_gqa", "prefill_ms",
+   "decode_ms_per_step", "decode_tokens_per_s", "e2e_output_tokens_per_s", "e2e_s",
+   "decode_hbm_roofline_pct", ...}
   {"case": "prefill", "tokens": T, "ms", "tflops", ...}   one T-token prompt, FLOPs counted as gpuscout does
 Times are medians of --repeats runs after one warm-up run (CUDA events).
 
   python3 bench/serve_baseline_torch.py [--model llama-3.1-8b|mistral-7b-v0.1|qwen2.5-7b] [--batches 1,8,32] [--isl 512]
-                                        [--osl 128] [--prefill 8192]
+                                        [--osl 128] [--prefill 8192] [--plain-batches 32]
 """
 import argparse
 import json
@@ -79,6 +85,7 @@ class Decoder:
         emb = torch.cat([freqs, freqs], dim=-1)
         self.cos, self.sin = emb.cos().to(bf16), emb.sin().to(bf16)
         self.device = device
+        self.fold_decode_attention = True
 
     def weight_bytes(self):
         t = [self.lm_head, self.final_norm] + [x for layer in self.w for x in layer.values()]
@@ -124,11 +131,14 @@ class Decoder:
             else:
                 kc.index_copy_(2, pos, k)
                 vc.index_copy_(2, pos, v)
-                # One query token: fold each KV head's group of query heads into the query-length
-                # axis, so attention reads every K/V once (SDPA's enable_gqa path under a mask
-                # would fall back to a kernel that copies K/V per query head).
-                g = q.reshape(b, kvh, heads // kvh, hd)
-                a = F.scaled_dot_product_attention(g, kc, vc, attn_mask=mask).reshape(b, heads, 1, hd)
+                if self.fold_decode_attention:
+                    # One query token: fold each KV head's group of query heads into the query-length
+                    # axis, so attention reads every K/V once (SDPA's enable_gqa path under a mask
+                    # falls back to a kernel that copies K/V per query head).
+                    g = q.reshape(b, kvh, heads // kvh, hd)
+                    a = F.scaled_dot_product_attention(g, kc, vc, attn_mask=mask).reshape(b, heads, 1, hd)
+                else:
+                    a = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, enable_gqa=True)
             x = x + F.linear(a.transpose(1, 2).reshape(b, t, self.q_dim), layer["o"])
             y = F.rms_norm(x, (s["hidden"],), layer["mlp_norm"], s["eps"])
             gate, up = F.linear(y, layer["gate_up"]).chunk(2, dim=-1)
@@ -220,6 +230,8 @@ def main():
     ap.add_argument("--prefill", default="8192", help="prompt lengths of the prefill cases; empty: none")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cache-len", type=int, default=1024, help="static KV cache length of the batch cases")
+    ap.add_argument("--plain-batches", default="",
+                    help="batches timed again with plain SDPA (enable_gqa) decode attention; empty: none")
     args = ap.parse_args()
     if args.isl < 1 or args.osl < 1 or args.repeats < 1:
         sys.exit("--isl, --osl and --repeats must be >= 1")
@@ -228,6 +240,7 @@ def main():
     shape = SHAPES[args.model]
     layers = args.layers or shape["layers"]
     batches = [int(b) for b in args.batches.split(",") if b]
+    plain_batches = [int(b) for b in args.plain_batches.split(",") if b]
     prefills = [int(t) for t in args.prefill.split(",") if t]
     torch.manual_seed(1)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -244,12 +257,16 @@ def main():
     model = Decoder(shape, layers, max([args.cache_len] + prefills), "cuda")
     kv_bytes_per_token = layers * 2 * shape["kv_heads"] * shape["head_dim"] * 2
     with torch.inference_mode():
-        for batch in batches:
+        runs = [(b, True) for b in batches] + [(b, False) for b in plain_batches]
+        for batch, folded in runs:
+            model.fold_decode_attention = folded
             prefill_s, step_s, e2e_s = run_batch(model, batch, args.isl, args.osl, args.repeats, args.cache_len)
             # Bytes a decode step must read: every weight but the embedding table (B rows gathered),
-            # plus the KV cache it attends over (the whole static cache, as SDPA reads it).
+            # plus the KV cache it attends over (the whole static cache, as SDPA reads it; counted
+            # once, as the folded form reads it).
             step_bytes = model.weight_bytes() + batch * args.cache_len * kv_bytes_per_token
-            emit({"case": "batch", "batch": batch, "isl": args.isl, "osl": args.osl,
+            emit({"case": "batch", "batch": batch, "decode_attention": "folded" if folded else "sdpa_gqa",
+                  "isl": args.isl, "osl": args.osl,
                   "decode_steps": args.osl - 1, "prefill_ms": prefill_s * 1e3,
                   "decode_ms_per_step": step_s * 1e3, "decode_tokens_per_s": batch / step_s,
                   "e2e_s": e2e_s, "e2e_output_tokens_per_s": batch * args.osl / e2e_s,

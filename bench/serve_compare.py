@@ -5,7 +5,8 @@
 
 serve.json: `gpuscout bench --only serve,...` (decode, prefill, static batch records; the BF16
 GEMM record of the same run gives throughput_pct_of_gemm). torch_serve.jsonl: the JSON lines of
-bench/serve_baseline_torch.py. Further files: --find-peak runs (their serve/load/.../peak records).
+bench/serve_baseline_torch.py (its batches with plain SDPA decode attention, --plain-batches, get rows
+of their own). Further files: --find-peak runs (their serve/load/.../peak records).
 Prints a Markdown table, then the clocks and power each gpuscout figure was measured at; figures
 missing from the inputs show as n/a.
 """
@@ -36,7 +37,9 @@ def main():
         sys.exit(__doc__)
     ours, doc = serve_records(sys.argv[1])
     torch = [json.loads(line) for line in open(sys.argv[2]) if line.strip().startswith("{")]
-    tb = {t["batch"]: t for t in torch if t.get("case") == "batch"}
+    # Older baseline files have no decode_attention field: they ran the folded form.
+    tb = {t["batch"]: t for t in torch if t.get("case") == "batch" and t.get("decode_attention", "folded") == "folded"}
+    tb_plain = {t["batch"]: t for t in torch if t.get("case") == "batch" and t.get("decode_attention") == "sdpa_gqa"}
     tp = {t["tokens"]: t for t in torch if t.get("case") == "prefill"}
     tenv = next((t for t in torch if t.get("case") == "env"), {})
     tcopy = next((t["gbps"] for t in torch if t.get("case") == "copy"), None)
@@ -71,6 +74,13 @@ def main():
               f"{fmt(ratio(otps, t.get('e2e_output_tokens_per_s')), 2)} | >= 1.5x PyTorch |")
         print(f"| static b{b}: TTFT p50 / TPOT p50 (ms) | {fmt(metric(r, 'ttft'), 0)} / {fmt(metric(r, 'tpot'), 2)} | "
               f"prefill {fmt(t.get('prefill_ms'), 0)} / step {fmt(t.get('decode_ms_per_step'), 2)} | | |")
+        plain = tb_plain.get(b)
+        if plain:
+            print(f"| static b{b}: output tokens/s, PyTorch with plain SDPA (enable_gqa) decode attention | "
+                  f"{fmt(otps, 0)} | {fmt(plain.get('e2e_output_tokens_per_s'), 0)} | "
+                  f"{fmt(ratio(otps, plain.get('e2e_output_tokens_per_s')), 2)} | >= 1.5x PyTorch (plain form) |")
+            print(f"| static b{b}: plain PyTorch prefill / step (ms) | | {fmt(plain.get('prefill_ms'), 0)} / "
+                  f"{fmt(plain.get('decode_ms_per_step'), 2)} | | |")
     for r in (r for r in ours if r["key"].startswith("serve/prefill/") and r["outcome"] == "passed"):
         n = r["params"]["prompt_tokens"]
         t = tp.get(n, {})
