@@ -3,8 +3,8 @@
 #   1. gpuscout bench --only memory/ce_copy/4GiB,gemm/bf16/m8192_n8192_k8192,serve --model llama-3.1-8b:
 #      the copy and BF16 GEMM rates of this run, then decode at batch 1/8/32 (% of the HBM roofline),
 #      the 8k prefill (% of the GEMM rate: same run), the 32 x 512/128 static batch;
-#   2. bench/serve_baseline_torch.py (the decoder in PyTorch, decode steps replayed from CUDA graphs;
-#      batch 32 also with plain SDPA decode attention, PLAIN_BATCHES, empty for none);
+#   2. bench/serve_baseline_torch.py (the decoder in PyTorch, decode steps replayed from CUDA graphs,
+#      each batch with both forms of decode attention; the faster is the baseline);
 #   3. a Server scenario with --find-peak for the 8B (p99 TTFT <= 1 s, p99 TPOT <= 50 ms; every probe
 #      issues arrivals for at least 15 s: with only 128 requests even an unbounded rate drains
 #      within a loose TTFT bound, as the first run of this script showed with a "peak" of 32768/s);
@@ -40,8 +40,7 @@ start=$(date +%s)
 echo "== serve cases: exit $? after $(($(date +%s) - start)) s"
 
 start=$(date +%s)
-PYTHONUNBUFFERED=1 python3 bench/serve_baseline_torch.py --model "$model" --prefill "${PREFILL:-8192}" \
-  --plain-batches "${PLAIN_BATCHES-32}" >"$OUT/torch_serve.jsonl" 2>"$logs/torch_serve.log"
+PYTHONUNBUFFERED=1 python3 bench/serve_baseline_torch.py --model "$model" --prefill "${PREFILL:-8192}" >"$OUT/torch_serve.jsonl" 2>"$logs/torch_serve.log"
 echo "== PyTorch baseline: exit $? after $(($(date +%s) - start)) s"
 
 if [ "${FIND_PEAK:-1}" = 1 ]; then

@@ -12,22 +12,24 @@ that batch (the graph reads the position from a device tensor, attends over the 
 under a mask and writes the next token into its own input). The first output token comes from the
 prefill, so a request's --osl tokens take one prefill and osl - 1 decode steps.
 
-Decode attention folds each KV head's query heads into the query axis, so K/V are read once: a
-stronger baseline than SDPA called plainly. --plain-batches B,... times those batches again with
-the plain call (`enable_gqa=True` under the mask; PyTorch then reads K/V once per query head), the
-form a hand-written decoder most likely has; its records say `"decode_attention": "sdpa_gqa"`.
+Decode attention comes in two forms, and every batch is timed with each (--decode-attention):
+`sdpa_gqa` calls SDPA plainly (`enable_gqa=True` under the mask), `folded` folds each KV head's
+query heads into the query axis so one SDPA call per KV head reads its K/V once. Which is faster
+depends on the PyTorch build and the card (on one H100 with PyTorch 2.11 the plain call was, at
+batch 32); bench/serve_compare.py compares gpuscout with the faster one of each batch.
 
 Prints JSON lines on stdout:
   {"case": "env", ...}                       torch, CUDA, GPU, model shape
   {"case": "copy", "gbps": ...}              4 GiB Tensor.copy_, bytes read + written (roofline denominator)
-  {"case": "batch", "batch": B, "decode_attention": "folded"|"sdpa_gqa", "prefill_ms",
+  {"case": "batch", "batch": B, "decode_attention": "sdpa_gqa"|"folded", "prefill_ms",
    "decode_ms_per_step", "decode_tokens_per_s", "e2e_output_tokens_per_s", "e2e_s",
    "decode_hbm_roofline_pct", ...}
   {"case": "prefill", "tokens": T, "ms", "tflops", ...}   one T-token prompt, FLOPs counted as gpuscout does
 Times are medians of --repeats runs after one warm-up run (CUDA events).
 
   python3 bench/serve_baseline_torch.py [--model llama-3.1-8b|mistral-7b-v0.1|qwen2.5-7b] [--batches 1,8,32] [--isl 512]
-                                        [--osl 128] [--prefill 8192] [--plain-batches 32]
+                                        [--osl 128] [--prefill 8192]
+                                        [--decode-attention sdpa_gqa,folded]
 """
 import argparse
 import json
@@ -85,7 +87,7 @@ class Decoder:
         emb = torch.cat([freqs, freqs], dim=-1)
         self.cos, self.sin = emb.cos().to(bf16), emb.sin().to(bf16)
         self.device = device
-        self.fold_decode_attention = True
+        self.decode_attention = "sdpa_gqa"
 
     def weight_bytes(self):
         t = [self.lm_head, self.final_norm] + [x for layer in self.w for x in layer.values()]
@@ -131,10 +133,9 @@ class Decoder:
             else:
                 kc.index_copy_(2, pos, k)
                 vc.index_copy_(2, pos, v)
-                if self.fold_decode_attention:
+                if self.decode_attention == "folded":
                     # One query token: fold each KV head's group of query heads into the query-length
-                    # axis, so attention reads every K/V once (SDPA's enable_gqa path under a mask
-                    # falls back to a kernel that copies K/V per query head).
+                    # axis, so attention reads every K/V once whichever kernel SDPA picks.
                     g = q.reshape(b, kvh, heads // kvh, hd)
                     a = F.scaled_dot_product_attention(g, kc, vc, attn_mask=mask).reshape(b, heads, 1, hd)
                 else:
@@ -230,8 +231,8 @@ def main():
     ap.add_argument("--prefill", default="8192", help="prompt lengths of the prefill cases; empty: none")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cache-len", type=int, default=1024, help="static KV cache length of the batch cases")
-    ap.add_argument("--plain-batches", default="",
-                    help="batches timed again with plain SDPA (enable_gqa) decode attention; empty: none")
+    ap.add_argument("--decode-attention", default="sdpa_gqa,folded",
+                    help="decode attention forms each batch is timed with: sdpa_gqa, folded (comma list)")
     args = ap.parse_args()
     if args.isl < 1 or args.osl < 1 or args.repeats < 1:
         sys.exit("--isl, --osl and --repeats must be >= 1")
@@ -240,7 +241,9 @@ def main():
     shape = SHAPES[args.model]
     layers = args.layers or shape["layers"]
     batches = [int(b) for b in args.batches.split(",") if b]
-    plain_batches = [int(b) for b in args.plain_batches.split(",") if b]
+    forms = [f for f in args.decode_attention.split(",") if f]
+    if not forms or any(f not in ("sdpa_gqa", "folded") for f in forms):
+        sys.exit(f"--decode-attention: expected a comma list of sdpa_gqa and folded, got '{args.decode_attention}'")
     prefills = [int(t) for t in args.prefill.split(",") if t]
     torch.manual_seed(1)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -257,15 +260,14 @@ def main():
     model = Decoder(shape, layers, max([args.cache_len] + prefills), "cuda")
     kv_bytes_per_token = layers * 2 * shape["kv_heads"] * shape["head_dim"] * 2
     with torch.inference_mode():
-        runs = [(b, True) for b in batches] + [(b, False) for b in plain_batches]
-        for batch, folded in runs:
-            model.fold_decode_attention = folded
+        for batch, form in ((b, f) for b in batches for f in forms):
+            model.decode_attention = form
             prefill_s, step_s, e2e_s = run_batch(model, batch, args.isl, args.osl, args.repeats, args.cache_len)
             # Bytes a decode step must read: every weight but the embedding table (B rows gathered),
             # plus the KV cache it attends over (the whole static cache, as SDPA reads it; counted
-            # once, as the folded form reads it).
+            # once, the least either form can read).
             step_bytes = model.weight_bytes() + batch * args.cache_len * kv_bytes_per_token
-            emit({"case": "batch", "batch": batch, "decode_attention": "folded" if folded else "sdpa_gqa",
+            emit({"case": "batch", "batch": batch, "decode_attention": form,
                   "isl": args.isl, "osl": args.osl,
                   "decode_steps": args.osl - 1, "prefill_ms": prefill_s * 1e3,
                   "decode_ms_per_step": step_s * 1e3, "decode_tokens_per_s": batch / step_s,
