@@ -68,6 +68,8 @@ doctor::GpuFacts probe_gpu(const results::GpuInfo& gpu) {
     g.nvlinks_total = total;
     g.nvlinks_active = active;
   }
+  if (auto mask = nvml->cpu_affinity(*dev)) g.local_cpus = *mask;
+  g.numa_node = nvml->numa_node(*dev);
   return g;
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "gpuscout/specs/gpu_spec.hpp"
+#include "gpuscout/topo/topology.hpp"
 
 namespace gpuscout::doctor {
 namespace {
@@ -224,7 +225,55 @@ void examine_driver(const Facts& facts, Findings& f) {
   }
 }
 
-void examine_gpu(const GpuFacts& g, const BuildFacts& build, std::size_t visible_gpus, Findings& f) {
+// The CPUs in `a` that are not in `b` (same word layout; a missing word of `b` counts as zero).
+std::vector<std::uint64_t> cpus_outside(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) {
+  std::vector<std::uint64_t> out(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) out[i] = a[i] & ~(i < b.size() ? b[i] : 0);
+  return out;
+}
+
+bool no_cpus(const std::vector<std::uint64_t>& words) {
+  return std::all_of(words.begin(), words.end(), [](std::uint64_t w) { return w == 0; });
+}
+
+// Where this process may run against the CPUs near the GPU: host transfers and launches from the
+// far socket cross the inter-socket link, which lowers host<->device bandwidth on many servers.
+void examine_cpu_affinity(const GpuFacts& g, const std::string& subject, const std::vector<std::uint64_t>& process_cpus,
+                          Findings& f) {
+  auto add = [&](Status status, std::string observed, std::string advice) {
+    f.add(fmt::format("gpu{}/cpu_affinity", g.index), subject, "CPUs near the GPU", status, std::move(observed),
+          std::move(advice));
+  };
+  if (g.local_cpus.empty() || no_cpus(g.local_cpus) || process_cpus.empty()) {
+    add(Status::skip,
+        g.local_cpus.empty() || no_cpus(g.local_cpus) ? "NVML gave no CPU affinity for it"
+                                                      : "this process's CPU affinity could not be read",
+        "");
+    return;
+  }
+  const std::string local = topo::cpu_list_from_mask(g.local_cpus);
+  const std::string node = g.numa_node ? fmt::format(", NUMA node {}", *g.numa_node) : "";
+  const std::string mine = topo::cpu_list_from_mask(process_cpus);
+  const auto far = cpus_outside(process_cpus, g.local_cpus);
+  const std::string bind = g.numa_node ? fmt::format("`numactl --cpunodebind={0} --membind={0}`", *g.numa_node)
+                                       : fmt::format("`taskset -c {}`", local);
+  if (no_cpus(far)) {
+    add(Status::ok, fmt::format("this process runs on CPUs {}, all near it ({}{})", mine, local, node), "");
+  } else if (no_cpus(cpus_outside(process_cpus, far))) {
+    add(Status::warn, fmt::format("this process may run only on CPUs {}, none near it (near: {}{})", mine, local, node),
+        fmt::format("host<->device figures would cross the inter-socket link; run under {} for this GPU", bind));
+  } else {
+    add(Status::info,
+        fmt::format("this process may run on CPUs {}, including {} far from it (near: {}{})", mine,
+                    topo::cpu_list_from_mask(far), local, node),
+        fmt::format("for this GPU's host-transfer figures, run under {} (or one MPI rank per GPU, "
+                    "`--bind-to numa`)",
+                    bind));
+  }
+}
+
+void examine_gpu(const GpuFacts& g, const std::vector<std::uint64_t>& process_cpus, const BuildFacts& build,
+                 std::size_t visible_gpus, Findings& f) {
   const std::string subject = fmt::format("GPU {} ({})", g.index, g.name);
   auto add = [&](std::string_view id, std::string check, Status status, std::string observed, std::string advice = {}) {
     f.add(fmt::format("gpu{}/{}", g.index, id), subject, std::move(check), status, std::move(observed),
@@ -384,6 +433,8 @@ void examine_gpu(const GpuFacts& g, const BuildFacts& build, std::size_t visible
     }
   }
 
+  if (g.nvml) examine_cpu_affinity(g, subject, process_cpus, f);
+
   const bool spec_nvlink = spec != nullptr && spec->nvlink_gen && *spec->nvlink_gen > 0;
   if (spec_nvlink && g.nvlinks_total) {
     const int active = g.nvlinks_active.value_or(0);
@@ -493,7 +544,7 @@ std::vector<Finding> examine(const Facts& facts) {
   examine_history(facts.host, f);
   examine_cpu(facts.host, f);
   examine_driver(facts, f);
-  for (const GpuFacts& g : facts.gpus) examine_gpu(g, facts.host.build, facts.gpus.size(), f);
+  for (const GpuFacts& g : facts.gpus) examine_gpu(g, facts.host.process_cpus, facts.host.build, facts.gpus.size(), f);
   examine_peers(facts, f);
   return std::move(f.list);
 }

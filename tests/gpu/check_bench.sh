@@ -90,6 +90,9 @@ fail = []
 for d in devices:
     for check in ("code", "spec"):
         if f"gpu{d['index']}/{check}" not in by_key: fail.append(f"no gpu{d['index']}/{check} finding")
+    # With NVML (its persistence reading is there) each GPU's CPU affinity is judged or skipped.
+    if f"gpu{d['index']}/persistence_mode" in by_key and f"gpu{d['index']}/cpu_affinity" not in by_key:
+        fail.append(f"no gpu{d['index']}/cpu_affinity finding")
 if by_key.get("driver/cuda", {}).get("status") != "ok": fail.append(f"driver/cuda: {by_key.get('driver/cuda')}")
 if by_key.get("env/CUDA_LAUNCH_BLOCKING", {}).get("status") != "warn": fail.append("CUDA_LAUNCH_BLOCKING=1 not a warning")
 if fail: print("\n".join(fail)); sys.exit(1)

@@ -30,6 +30,7 @@ Facts healthy(int gpus = 1) {
   f.host.history_path = "/tmp/history.db";
   f.host.history_writable = true;
   f.host.cpu_governors = {{"performance", 16}};
+  f.host.process_cpus = {0xFFFF};  // CPUs 0-15, one NUMA node
   f.driver = {true, 13000, 13000, "580.95.05", "", ""};
   for (int i = 0; i < gpus; ++i) {
     GpuFacts g;
@@ -57,6 +58,8 @@ Facts healthy(int gpus = 1) {
     g.pcie_max_width = 16;
     g.nvlinks_total = 18;
     g.nvlinks_active = 18;
+    g.local_cpus = {0xFFFF};
+    g.numa_node = 0;
     f.gpus.push_back(g);
   }
   for (int a = 0; a < gpus; ++a) {
@@ -86,7 +89,7 @@ TEST(Doctor, AHealthyMachineHasNothingToWarnAbout) {
   EXPECT_EQ(count(findings, Status::fail), 0u);
   for (const char* key : {"build/cuda_backend", "data/specs", "driver/cuda", "gpu0/spec", "gpu0/code",
                           "gpu0/persistence_mode", "gpu0/power_limit", "gpu0/clocks", "gpu0/ecc", "gpu0/busy",
-                          "gpu0/pcie", "gpu0/nvlink", "gpu1/nvlink", "gpus/peer_access"}) {
+                          "gpu0/pcie", "gpu0/cpu_affinity", "gpu0/nvlink", "gpu1/nvlink", "gpus/peer_access"}) {
     const Finding* x = find(findings, key);
     ASSERT_NE(x, nullptr) << key;
     EXPECT_EQ(x->status, Status::ok) << key << ": " << x->observed;
@@ -200,6 +203,52 @@ TEST(Doctor, NvlinkDownMattersOnlyWithPeers) {
   f.gpus[0].nvlinks_total.reset();  // NVML cannot say: no finding
   f.gpus[0].nvlinks_active.reset();
   EXPECT_EQ(find(examine(f), "gpu0/nvlink"), nullptr);
+}
+
+TEST(Doctor, CpusFarFromTheGpu) {
+  // Two sockets: GPU 0 near CPUs 0-15 (node 0), GPU 1 near 16-31 (node 1).
+  Facts f = healthy(2);
+  f.gpus[1].local_cpus = {0xFFFF0000};
+  f.gpus[1].numa_node = 1;
+  f.host.process_cpus = {0xFFFFFFFF};  // not bound: may run on either socket
+  auto findings = examine(f);
+  const Finding* gpu0 = find(findings, "gpu0/cpu_affinity");
+  ASSERT_NE(gpu0, nullptr);
+  EXPECT_EQ(gpu0->status, Status::info);
+  EXPECT_NE(gpu0->observed.find("CPUs 0-31, including 16-31 far from it (near: 0-15, NUMA node 0)"), std::string::npos)
+      << gpu0->observed;
+  const Finding* gpu1 = find(findings, "gpu1/cpu_affinity");
+  ASSERT_NE(gpu1, nullptr);
+  EXPECT_EQ(gpu1->status, Status::info);
+  EXPECT_NE(gpu1->advice.find("numactl --cpunodebind=1 --membind=1"), std::string::npos) << gpu1->advice;
+
+  f.host.process_cpus = {0xFFFF};  // bound to socket 0
+  findings = examine(f);
+  EXPECT_EQ(find(findings, "gpu0/cpu_affinity")->status, Status::ok);
+  gpu1 = find(findings, "gpu1/cpu_affinity");
+  EXPECT_EQ(gpu1->status, Status::warn);
+  EXPECT_NE(gpu1->observed.find("only on CPUs 0-15, none near it (near: 16-31, NUMA node 1)"), std::string::npos)
+      << gpu1->observed;
+
+  // Without a NUMA node the advice names the CPUs; words past the first count.
+  f = healthy(1);
+  f.gpus[0].numa_node.reset();
+  f.gpus[0].local_cpus = {0, ~std::uint64_t{0}};  // CPUs 64-127
+  f.host.process_cpus = {0, 0x1};                 // CPU 64 only
+  EXPECT_EQ(status_of(f, "gpu0/cpu_affinity"), Status::ok);
+  f.host.process_cpus = {0x1, 0x1};  // CPUs 0 and 64
+  findings = examine(f);
+  gpu0 = find(findings, "gpu0/cpu_affinity");
+  EXPECT_EQ(gpu0->status, Status::info);
+  EXPECT_NE(gpu0->observed.find("CPUs 0,64, including 0 far from it"), std::string::npos) << gpu0->observed;
+  EXPECT_NE(gpu0->advice.find("taskset -c 64-127"), std::string::npos) << gpu0->advice;
+
+  // Either side unknown: skipped, not guessed.
+  f.gpus[0].local_cpus.clear();
+  EXPECT_EQ(status_of(f, "gpu0/cpu_affinity"), Status::skip);
+  f = healthy(1);
+  f.host.process_cpus.clear();
+  EXPECT_EQ(status_of(f, "gpu0/cpu_affinity"), Status::skip);
 }
 
 TEST(Doctor, MissingPeerAccessNamesThePair) {

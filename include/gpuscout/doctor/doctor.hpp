@@ -76,6 +76,9 @@ struct HostFacts {
   // CPU frequency governors from sysfs, CPU count per governor ("performance" -> 64); empty where
   // the kernel exposes none (most VMs and containers).
   std::map<std::string, int> cpu_governors;
+  // The CPUs this process may run on (sched_getaffinity; bit i = CPU i, in 64-bit words); empty
+  // when unknown.
+  std::vector<std::uint64_t> process_cpus;
 };
 
 struct DriverFacts {
@@ -116,6 +119,10 @@ struct GpuFacts {
   std::optional<int> pcie_max_width;
   std::optional<int> nvlinks_active;  // with nvlinks_total: links NVML reports, active ones
   std::optional<int> nvlinks_total;
+  // The CPUs near the GPU (NVML's CPU affinity, same bit layout as HostFacts::process_cpus; empty
+  // when unknown) and its NUMA node.
+  std::vector<std::uint64_t> local_cpus;
+  std::optional<int> numa_node;
 };
 
 // Peer access between two GPUs (cudaDeviceCanAccessPeer both ways).
