@@ -15,8 +15,8 @@ prefill, so a request's --osl tokens take one prefill and osl - 1 decode steps.
 Decode attention comes in two forms, and every batch is timed with each (--decode-attention):
 `sdpa_gqa` calls SDPA plainly (`enable_gqa=True` under the mask), `folded` folds each KV head's
 query heads into the query axis so one SDPA call per KV head reads its K/V once. Which is faster
-depends on the PyTorch build and the card (on one H100 with PyTorch 2.11 the plain call was, at
-batch 32); bench/serve_compare.py compares gpuscout with the faster one of each batch.
+depends on the PyTorch build and the card (on H100s with PyTorch 2.11 the plain call was, at batch
+1, 8 and 32); bench/serve_compare.py compares gpuscout with the faster one of each batch.
 
 Prints JSON lines on stdout:
   {"case": "env", ...}                       torch, CUDA, GPU, model shape
