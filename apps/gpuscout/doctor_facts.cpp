@@ -1,7 +1,6 @@
 #include "doctor_facts.hpp"
 
 #include <fmt/format.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <sstream>
 
 #include "gpuscout/specs/spec_db.hpp"
+#include "gpuscout/topo/topology.hpp"
 #include "gpuscout/workloads/model_catalog.hpp"
 #include "history_cli.hpp"
 #if defined(GPUSCOUT_HAVE_CUDA)
@@ -40,21 +40,6 @@ doctor::BuildFacts build_facts() {
   b.mpi = true;
 #endif
   return b;
-}
-
-// The CPUs this process may run on, as 64-bit words (bit i = CPU i); empty when unknown.
-std::vector<std::uint64_t> process_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
-  std::vector<std::uint64_t> words;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    const auto word = static_cast<std::size_t>(cpu / 64);
-    if (words.size() <= word) words.resize(word + 1, 0);
-    words[word] |= std::uint64_t{1} << (cpu % 64);
-  }
-  return words;
 }
 
 std::map<std::string, int> cpu_governors() {
@@ -119,7 +104,7 @@ doctor::Facts gather_doctor_facts(AppContext& ctx, const LocalGpus& local) {
   // Every variable that can change what a run measures; the rules decide which matter.
   facts.host.environment = environment_variables({"CUDA_", "NCCL_", "GPUSCOUT_", "CUBLAS"}, {"LD_PRELOAD"});
   facts.host.cpu_governors = cpu_governors();
-  facts.host.process_cpus = process_cpus();
+  facts.host.process_cpus = topo::process_cpu_mask();
   if (!ctx.options.no_history) check_history(history_db_path(ctx), facts.host);
 #if defined(GPUSCOUT_HAVE_CUDA)
   facts.driver = cuda::probe_driver(local.unavailable_reason);

@@ -1007,6 +1007,7 @@ Section provenance_section(const std::vector<ReportInput>& inputs) {
     item("Host", p.hostname);
     item("OS", p.os);
     item("CPU", p.cpu);
+    item("CPUs allowed", p.cpus);
     for (const char* k : {"driver", "cuda_driver", "cuda_runtime", "cublas", "nccl"}) {
       auto it = p.software.find(k);
       item(fmt::format("software: {}", k), it == p.software.end() ? "" : it->second);

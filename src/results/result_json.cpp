@@ -7,6 +7,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "gpuscout/topo/topology.hpp"
 #include "gpuscout/util/error.hpp"
 #include "gpuscout/util/file.hpp"
 #include "gpuscout/version.hpp"
@@ -248,7 +249,7 @@ ojson to_json(const ResultSet& result) {
   out["provenance"] = {{"tool", {{"name", "gpuscout"}, {"version", p.tool_version}, {"git_commit", p.git_commit}}},
                        {"created_utc", p.created_utc},
                        {"command_line", p.command_line},
-                       {"host", {{"hostname", p.hostname}, {"os", p.os}, {"cpu", p.cpu}}},
+                       {"host", {{"hostname", p.hostname}, {"os", p.os}, {"cpu", p.cpu}, {"cpus", p.cpus}}},
                        {"software", p.software},
                        {"environment", p.environment},
                        {"tags", p.tags},
@@ -298,6 +299,7 @@ ResultSet result_from_json(const nlohmann::ordered_json& document, const std::st
     p.hostname = host.str("hostname", false);
     p.os = host.str("os", false);
     p.cpu = host.str("cpu", false);
+    p.cpus = host.str("cpus", false);  // since 1.3
   }
   p.software = prov.string_map("software");
   p.environment = prov.string_map("environment");
@@ -404,6 +406,7 @@ Provenance local_provenance(int argc, const char* const* argv) {
   if (::gethostname(host, sizeof(host) - 1) == 0) p.hostname = host;
   struct utsname uts {};
   if (::uname(&uts) == 0) p.os = fmt::format("{} {} {}", uts.sysname, uts.release, uts.machine);
+  p.cpus = topo::cpu_list_from_mask(topo::process_cpu_mask());
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.starts_with("model name")) {

@@ -1,6 +1,7 @@
 #include "gpuscout/topo/topology.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
@@ -56,6 +57,20 @@ std::string cpu_list_from_mask(const std::vector<std::uint64_t>& words) {
     }
   }
   return out;
+}
+
+std::vector<std::uint64_t> process_cpu_mask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<std::uint64_t> words;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    const auto word = static_cast<std::size_t>(cpu / 64);
+    if (words.size() <= word) words.resize(word + 1, 0);
+    words[word] |= std::uint64_t{1} << (cpu % 64);
+  }
+  return words;
 }
 
 namespace {

@@ -18,6 +18,7 @@ ResultSet sample_result() {
   r.provenance.created_utc = "2026-11-30T00:00:00Z";
   r.provenance.command_line = {"gpuscout", "bench", "--quick"};
   r.provenance.hostname = "host-1";
+  r.provenance.cpus = "0-15,32-47";
   r.provenance.software = {{"driver", "580.159.04"}, {"cuda_runtime", "13.0"}};
   r.provenance.tags = {{"site", "lab"}};
   r.provenance.checks = {{"gpu0/power_limit", "warn", "GPU 0 (NVIDIA H200): power limit: 500 W enforced"}};
@@ -68,6 +69,7 @@ TEST(ResultJson, RoundTripsEveryField) {
   ASSERT_EQ(back.provenance.checks.size(), 1u);
   EXPECT_EQ(back.provenance.checks[0].key, "gpu0/power_limit");
   EXPECT_EQ(back.provenance.checks[0].status, "warn");
+  EXPECT_EQ(back.provenance.cpus, "0-15,32-47");
 }
 
 // Files of schema 1.0 and 1.1 have no provenance.checks; a malformed one names the field.

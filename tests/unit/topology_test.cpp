@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "gpuscout/topo/topology.hpp"
 
 using namespace gpuscout::topo;
@@ -106,6 +108,19 @@ TEST(Topology, PairsOfPairs) {
   EXPECT_EQ(t.nvlink_total[3], 3);
   EXPECT_EQ(t.nvlink_active[3], 2);
   EXPECT_EQ(t.nvlink_generation[0], 3);  // enum 4 = NVLink 3.0 on Ampere
+}
+
+// The process's CPUs as the kernel lists them in /proc/self/status ("Cpus_allowed_list: 0-15").
+TEST(Topology, ProcessCpuMaskMatchesTheKernelsList) {
+  std::ifstream status("/proc/self/status");
+  std::string expected;
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("Cpus_allowed_list:")) {
+      expected = line.substr(line.find_first_not_of(" \t", std::string("Cpus_allowed_list:").size()));
+    }
+  }
+  if (expected.empty()) GTEST_SKIP() << "no Cpus_allowed_list in /proc/self/status";
+  EXPECT_EQ(cpu_list_from_mask(process_cpu_mask()), expected);
 }
 
 TEST(Topology, Helpers) {

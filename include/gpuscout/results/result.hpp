@@ -14,7 +14,7 @@ namespace gpuscout::results {
 // Major.minor. A reader accepts any minor of its major (minors only add optional fields) and
 // rejects other majors.
 inline constexpr int kSchemaMajor = 1;
-inline constexpr int kSchemaMinor = 2;
+inline constexpr int kSchemaMinor = 3;
 std::string schema_version_string();
 
 enum class Outcome { passed, failed, incorrect, not_supported, skipped, timeout };
@@ -93,6 +93,7 @@ struct Provenance {
   std::string hostname;
   std::string os;
   std::string cpu;
+  std::string cpus;  // since 1.3: the CPUs the process was allowed to run on, "0-15,32-47"; empty: unknown
   std::map<std::string, std::string> software;     // driver, cuda_runtime, cuda_driver, cublas, nccl ...
   std::map<std::string, std::string> environment;  // relevant variables (NCCL_*, GPUSCOUT_*, CUDA_VISIBLE_DEVICES)
   std::map<std::string, std::string> tags;         // --tags key:value, so runs from many machines concatenate

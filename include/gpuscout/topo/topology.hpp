@@ -102,6 +102,9 @@ std::map<std::string, int> infer_host_ids(const std::vector<std::set<std::string
 
 // NVML words -> "0-15,32-47"; "" for no bits.
 std::string cpu_list_from_mask(const std::vector<std::uint64_t>& words);
+// The CPUs this process may run on (sched_getaffinity) in the same words (bit i = CPU i); empty
+// when unknown.
+std::vector<std::uint64_t> process_cpu_mask();
 // NVLink generation from nvmlDeviceGetNvLinkVersion's value. Drivers return the nvmlNvlinkVersion_t
 // enum (1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0, 7 = 5.0); the architecture (compute
 // capability 7 -> 2, 8 -> 3, 9 -> 4, 10+ -> 5) decides when both readings are plausible.
