@@ -244,10 +244,10 @@ void examine_cpu_affinity(const GpuFacts& g, const std::string& subject, const s
     f.add(fmt::format("gpu{}/cpu_affinity", g.index), subject, "CPUs near the GPU", status, std::move(observed),
           std::move(advice));
   };
-  if (g.local_cpus.empty() || no_cpus(g.local_cpus) || process_cpus.empty()) {
+  // An empty mask (nothing read) has no CPUs either.
+  if (no_cpus(g.local_cpus) || no_cpus(process_cpus)) {
     add(Status::skip,
-        g.local_cpus.empty() || no_cpus(g.local_cpus) ? "NVML gave no CPU affinity for it"
-                                                      : "this process's CPU affinity could not be read",
+        no_cpus(g.local_cpus) ? "NVML gave no CPU affinity for it" : "this process's CPU affinity could not be read",
         "");
     return;
   }
