@@ -123,6 +123,19 @@ Comparison compare_runs(const std::vector<CompareInput>& inputs) {
     out.notes.push_back(
         fmt::format("{}: measured with {} doctor finding(s) at start: {}", in.label, checks.size(), listed));
   }
+  // On one host, runs allowed on different CPUs (taskset, numactl) are not like for like for what the
+  // host side drives: transfers to and from the GPU, launch-bound timings.
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    const auto& base = inputs[0].result.provenance;
+    const auto& other = inputs[i].result.provenance;
+    if (base.hostname != other.hostname || base.cpus.empty() || other.cpus.empty() || base.cpus == other.cpus) {
+      continue;
+    }
+    out.notes.push_back(
+        fmt::format("{} ran on CPUs {}, {} on {} of the same host: host transfers and launch-bound "
+                    "timings depend on the socket a run used",
+                    inputs[0].label, base.cpus, inputs[i].label, other.cpus));
+  }
   // Index each run by key (first occurrence wins; duplicates are noted).
   std::vector<std::map<std::string, const Record*>> index(inputs.size());
   std::vector<std::string> order;

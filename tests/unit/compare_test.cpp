@@ -141,6 +141,25 @@ TEST(CompareRuns, ARunWithDoctorFindingsIsNoted) {
   EXPECT_NE(c.notes[0].find("gpu0/power_limit (warn)"), std::string::npos) << c.notes[0];
 }
 
+TEST(CompareRuns, RunsOnOtherCpusOfOneHostAreNoted) {
+  CompareInput a = input("A", {rec("transfer/x", {rate(55, 54, 56)})});
+  CompareInput b = input("B", {rec("transfer/x", {rate(40, 39, 41)})});
+  a.result.provenance.hostname = b.result.provenance.hostname = "node1";
+  a.result.provenance.cpus = "0-15";
+  b.result.provenance.cpus = "16-31";
+  Comparison c = compare_runs({a, b});
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_NE(c.notes[0].find("A ran on CPUs 0-15, B on 16-31 of the same host"), std::string::npos) << c.notes[0];
+  // Other hosts differ anyway, the same CPUs are like for like, and older files say nothing.
+  b.result.provenance.hostname = "node2";
+  EXPECT_TRUE(compare_runs({a, b}).notes.empty());
+  b.result.provenance.hostname = "node1";
+  b.result.provenance.cpus = "0-15";
+  EXPECT_TRUE(compare_runs({a, b}).notes.empty());
+  b.result.provenance.cpus.clear();
+  EXPECT_TRUE(compare_runs({a, b}).notes.empty());
+}
+
 TEST(CompareRuns, ThreeRunsCompareEachWithTheFirst) {
   const auto c = compare_runs({input("A", {rec("k", {rate(100, 99, 101)})}), input("B", {rec("k", {rate(90, 89, 91)})}),
                                input("C", {rec("k", {rate(100.5, 99.5, 101.5)})})});
