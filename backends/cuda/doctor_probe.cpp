@@ -69,7 +69,7 @@ doctor::GpuFacts probe_gpu(const results::GpuInfo& gpu) {
     g.nvlinks_active = active;
   }
   if (auto mask = nvml->cpu_affinity(*dev)) g.local_cpus = *mask;
-  g.numa_node = nvml->numa_node(*dev);
+  g.numa_node = gpu.numa_node;  // sysfs, the CUDA runtime or NVML, as the device listing found it
   return g;
 }
 
