@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""bench/decode_floor.py on a committed kernel timeline: the sums of one decode batch's kernels by
+kind, the floor and the static batch at that floor."""
+import os
+import subprocess
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "decode_floor.py")
+# One H100's batch-32 decode steps (group 15): five cuBLASLt kernels, the pair attention kernel and
+# five small ones, as the file lists them.
+TRACE = os.path.join(ROOT, "bench", "results", "h100-kernel-trace-pairs1-v3-s30-20261207.txt")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+class DecodeFloorTest(unittest.TestCase):
+    def test_sums_floor_and_static_batch(self):
+        out = run(TRACE, "--group", "15", "--kv-gb", "3.0", "--copy-gbps", "3000", "--prefill-ms", "300",
+                  "--steps", "100", "--baseline-s", "1.2")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0], "group 15: step 6.777 ms, 11 kernels")
+        # 2.680 + 1.341 + 0.647 + 0.440 + 0.344 (the LM head)
+        self.assertIn("GEMMs (cuBLASLt, split-k reductions, ours) 5.452 ms", lines[1])
+        self.assertIn("decode attention 0.955 ms; its K/V at the copy rate 1.000 ms", lines[2])
+        # 0.137 + 0.133 + 0.083 + 0.009 + 0.004
+        self.assertIn("the rest 0.366 ms", lines[3])
+        self.assertIn("floor (GEMMs + K/V at the copy rate): 6.452 ms", lines[4])
+        # 300 + 100 x 6.452 = 945.2 ms; 1.2 / 0.9452 = 1.27
+        self.assertEqual(lines[5], "static batch at the floor: 300 ms + 100 x 6.452 ms = 0.945 s, "
+                                   "1.27x a baseline of 1.200 s")
+
+    def test_steps_apart_are_another_group(self):
+        back_to_back = run(TRACE, "--group", "4", "--kv-gb", "0", "--copy-gbps", "1")
+        apart = run(TRACE, "--group", "4", "--order", "apart", "--kv-gb", "0", "--copy-gbps", "1")
+        self.assertNotEqual(back_to_back.returncode, 0)
+        self.assertIn("no summary group 4 (back to back)", back_to_back.stderr)
+        self.assertEqual(apart.returncode, 0, apart.stderr)
+
+    def test_bad_input_is_named(self):
+        missing = run(TRACE, "--group", "999", "--kv-gb", "1", "--copy-gbps", "1000")
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn("h100-kernel-trace-pairs1-v3-s30-20261207.txt: no summary group 999", missing.stderr)
+        bad_rate = run(TRACE, "--group", "15", "--kv-gb", "1", "--copy-gbps", "0")
+        self.assertNotEqual(bad_rate.returncode, 0)
+        self.assertIn("--copy-gbps", bad_rate.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
