@@ -7,10 +7,17 @@ the rest. The floor keeps the GEMMs as timed in the step, gives attention its K/
 rate and the rest nothing. With --prefill-ms, --steps and --baseline-s it also prints the static
 batch at that floor (prefill step + steps x floor) and its ratio to the baseline's end to end.
 
+The K/V bytes, copy rate, prefill step and decode steps can come from a serve result file
+(--serve-json: the decode case of --batch, the static batch's TTFT p50 and output tokens) and the
+baseline from bench/serve_baseline_torch.py's JSON lines (--torch-jsonl: the end to end of the form
+with the faster decode step at --batch, as bench/serve_compare.py takes it). Flags given override.
+
 Usage: decode_floor.py TRACE.txt --group 15 --kv-gb 2.15 --copy-gbps 3026
            [--prefill-ms 328 --steps 127 --baseline-s 1.611]
+       decode_floor.py TRACE.txt --group 15 --serve-json SERVE.json --torch-jsonl TORCH.jsonl [--batch 32]
 """
 import argparse
+import json
 import re
 import sys
 
@@ -53,18 +60,68 @@ def read_group(path, group, order):
     return span, rows
 
 
+def fill_from_serve(a):
+    """The flags not given, from the serve result file's decode case at a.batch and static batch."""
+    with open(a.serve_json) as f:
+        records = json.load(f).get("records", [])
+    decode = [r for r in records if r.get("key", "").startswith("serve/decode/") and
+              r.get("params", {}).get("batch") == a.batch]
+    if not decode:
+        raise SystemExit(f"{a.serve_json}: no serve/decode/ record of batch {a.batch}")
+    params = decode[0]["params"]
+    if a.copy_gbps is None:
+        a.copy_gbps = params["copy_bandwidth_gbps"]
+    static = next((r for r in records if r.get("key", "").startswith("serve/static/")), None)
+    if a.kv_gb is None:
+        a.kv_gb = params["kv_bytes_read_per_step"] / 1e9
+        if static is not None:
+            # The static batch's decode steps attend to isl + 1 .. isl + osl - 1 tokens: its K/V
+            # per step is the decode case's at the mean of those contexts.
+            mean_context = static["params"]["input_tokens"] + static["params"]["output_tokens"] / 2
+            a.kv_gb *= mean_context / params["context_tokens"]
+            print(f"K/V per step: the decode case's {params['kv_bytes_read_per_step'] / 1e9:.3f} GB at "
+                  f"{params['context_tokens']} tokens, scaled to the static batch's mean context {mean_context:.0f}")
+    if static is None:
+        return
+    if a.prefill_ms is None:
+        a.prefill_ms = next(m["value"] for m in static["metrics"] if m["name"] == "ttft")
+    if a.steps is None:
+        a.steps = static["params"]["output_tokens"] - 1
+
+
+def baseline_from_torch(path, batch):
+    """End to end seconds of the form with the faster decode step at `batch`."""
+    with open(path) as f:
+        lines = [json.loads(line) for line in f if line.strip().startswith("{")]
+    forms = [x for x in lines if x.get("case") == "batch" and x.get("batch") == batch]
+    if not forms:
+        raise SystemExit(f"{path}: no case \"batch\" line of batch {batch}")
+    return min(forms, key=lambda x: x["decode_ms_per_step"])["e2e_s"]
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace")
     p.add_argument("--group", type=int, required=True, help="summary group number (one decode batch)")
     p.add_argument("--order", choices=["back to back", "apart"], default="back to back",
                    help="the group's steps replayed back to back (default) or apart")
-    p.add_argument("--kv-gb", type=float, required=True, help="K/V bytes a step reads, GB")
-    p.add_argument("--copy-gbps", type=float, required=True, help="device copy rate, GB/s")
+    p.add_argument("--kv-gb", type=float, help="K/V bytes a step reads, GB")
+    p.add_argument("--copy-gbps", type=float, help="device copy rate, GB/s")
     p.add_argument("--prefill-ms", type=float, help="the static batch's prefill step, ms")
-    p.add_argument("--steps", type=int, default=127, help="decode steps after the prefill step")
+    p.add_argument("--steps", type=int, help="decode steps after the prefill step (default 127)")
     p.add_argument("--baseline-s", type=float, help="the baseline's static batch end to end, s")
+    p.add_argument("--serve-json", help="a serve result file: K/V bytes, copy rate, prefill step, steps")
+    p.add_argument("--torch-jsonl", help="serve_baseline_torch.py's output: the baseline's end to end")
+    p.add_argument("--batch", type=int, default=32, help="the batch of the decode case and baseline (32)")
     a = p.parse_args(argv)
+    if a.serve_json:
+        fill_from_serve(a)
+    if a.torch_jsonl and a.baseline_s is None:
+        a.baseline_s = baseline_from_torch(a.torch_jsonl, a.batch)
+    if a.steps is None:
+        a.steps = 127
+    if a.kv_gb is None or a.copy_gbps is None:
+        raise SystemExit("give --kv-gb and --copy-gbps, or --serve-json with a decode case of --batch")
     if a.kv_gb < 0 or a.copy_gbps <= 0:
         raise SystemExit("--kv-gb must be >= 0 and --copy-gbps > 0")
 
@@ -76,9 +133,10 @@ def main(argv):
     floor = sums["gemm"] + kv_ms
     print(f"group {a.group}: step {span:.3f} ms, {len(rows)} kernels")
     print(f"  GEMMs (cuBLASLt, split-k reductions, ours) {sums['gemm']:.3f} ms")
-    print(f"  decode attention {sums['attention']:.3f} ms; its K/V at the copy rate {kv_ms:.3f} ms")
+    print(f"  decode attention {sums['attention']:.3f} ms")
     print(f"  the rest {sums['other']:.3f} ms")
-    print(f"floor (GEMMs + K/V at the copy rate): {floor:.3f} ms, {floor / span:.1%} of the step")
+    print(f"K/V of {a.kv_gb:.3f} GB at the copy rate: {kv_ms:.3f} ms")
+    print(f"floor (GEMMs + K/V at the copy rate): {floor:.3f} ms, {floor / span:.1%} of the traced step")
     if a.prefill_ms is not None:
         static_s = (a.prefill_ms + a.steps * floor) / 1e3
         line = f"static batch at the floor: {a.prefill_ms:.0f} ms + {a.steps} x {floor:.3f} ms = {static_s:.3f} s"
