@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The floor of a decode step, from a kernel timeline of bench/run_kernel_trace_h200.sh.
 
-Takes the first group of that number in the timeline's summary (one decode batch's steps) and splits its kernels into
-cuBLASLt GEMMs (with their split-k reductions and our own GEMV/GEMM kernels), decode attention and
-the rest. The floor keeps the GEMMs as timed in the step, gives attention its K/V bytes at the copy
+Takes the first summary group of the number given (one decode batch's steps) and splits its kernels
+into cuBLASLt GEMMs (with their split-k reductions and our own GEMV/GEMM kernels), decode attention
+and the rest. The floor keeps the GEMMs as timed in the step, gives attention its K/V bytes at the copy
 rate and the rest nothing. With --prefill-ms, --steps and --baseline-s it also prints the static
 batch at that floor (prefill step + steps x floor) and its ratio to the baseline's end to end.
 
@@ -38,23 +38,21 @@ def read_group(path, group, order):
     """The span and the kernel rows of the first summary group `group` with steps `order`."""
     header = re.compile(rf"^== group {group} {order}:")
     span, rows, inside = None, [], False
-    with open(path) as f:
-        for line in f:
-            if header.match(line):
-                if inside:
+    try:
+        with open(path) as f:
+            for line in f:
+                if not inside:
+                    inside = bool(header.match(line))
+                    continue
+                # The group ends at the next header or at its per-position listing.
+                if line.startswith("== ") or line.startswith("#") or "the first" in line:
                     break
-                inside = True
-                continue
-            if not inside:
-                continue
-            if line.startswith("== ") or line.startswith("#"):
-                break
-            if span is None and (m := SPAN.search(line)):
-                span = float(m["ms"])
-            elif m := ROW.match(line):
-                rows.append((m["name"], int(m["calls"]), float(m["ms"])))
-            elif "the first" in line:
-                break
+                if span is None and (m := SPAN.search(line)):
+                    span = float(m["ms"])
+                elif m := ROW.match(line):
+                    rows.append((m["name"], float(m["ms"])))
+    except OSError as e:
+        raise SystemExit(f"{path}: {e.strerror}")
     if span is None or not rows:
         raise SystemExit(f"{path}: no summary group {group} ({order}) with a span and kernel rows")
     return span, rows
@@ -62,8 +60,11 @@ def read_group(path, group, order):
 
 def fill_from_serve(a):
     """The flags not given, from the serve result file's decode case at a.batch and static batch."""
-    with open(a.serve_json) as f:
-        records = json.load(f).get("records", [])
+    try:
+        with open(a.serve_json) as f:
+            records = json.load(f).get("records", [])
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{a.serve_json}: not a readable result file ({e})")
     decode = [r for r in records if r.get("key", "").startswith("serve/decode/") and
               r.get("params", {}).get("batch") == a.batch]
     if not decode:
@@ -91,8 +92,11 @@ def fill_from_serve(a):
 
 def baseline_from_torch(path, batch):
     """End to end seconds of the form with the faster decode step at `batch`."""
-    with open(path) as f:
-        lines = [json.loads(line) for line in f if line.strip().startswith("{")]
+    try:
+        with open(path) as f:
+            lines = [json.loads(line) for line in f if line.strip().startswith("{")]
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{path}: not readable JSON lines ({e})")
     forms = [x for x in lines if x.get("case") == "batch" and x.get("batch") == batch]
     if not forms:
         raise SystemExit(f"{path}: no case \"batch\" line of batch {batch}")
@@ -127,7 +131,7 @@ def main(argv):
 
     span, rows = read_group(a.trace, a.group, a.order)
     sums = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
-    for name, _, ms in rows:
+    for name, ms in rows:
         sums[kind_of(name)] += ms
     kv_ms = a.kv_gb / a.copy_gbps * 1e3
     floor = sums["gemm"] + kv_ms
