@@ -21,6 +21,8 @@ import json
 import re
 import sys
 
+from serve_compare import baseline_forms, metric, torch_lines
+
 ROW = re.compile(r"^\s+(?P<name>\S.*?)\s+(?P<grid>\d+)\s+(?P<block>\d+)\s+(?P<calls>\d+)\s+"
                  r"(?P<ms>-?\d+\.\d+)\s+(?P<us>-?\d+\.\d+)\s+(?P<idle>-?\d+\.\d+)\s+(?P<ovl>-?\d+\.\d+)\s*$")
 SPAN = re.compile(r"span median (?P<ms>\d+\.\d+) ms")
@@ -85,22 +87,20 @@ def fill_from_serve(a):
     if static is None:
         return
     if a.prefill_ms is None:
-        a.prefill_ms = next(m["value"] for m in static["metrics"] if m["name"] == "ttft")
+        a.prefill_ms = metric(static, "ttft")
     if a.steps is None:
         a.steps = static["params"]["output_tokens"] - 1
 
 
 def baseline_from_torch(path, batch):
-    """End to end seconds of the form with the faster decode step at `batch`."""
+    """End to end seconds of the baseline at `batch`, as serve_compare.py takes it."""
     try:
-        with open(path) as f:
-            lines = [json.loads(line) for line in f if line.strip().startswith("{")]
+        _, baseline = baseline_forms(torch_lines(path))
     except (OSError, ValueError) as e:
         raise SystemExit(f"{path}: not readable JSON lines ({e})")
-    forms = [x for x in lines if x.get("case") == "batch" and x.get("batch") == batch]
-    if not forms:
+    if batch not in baseline:
         raise SystemExit(f"{path}: no case \"batch\" line of batch {batch}")
-    return min(forms, key=lambda x: x["decode_ms_per_step"])["e2e_s"]
+    return baseline[batch]["e2e_s"]
 
 
 def main(argv):

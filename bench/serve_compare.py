@@ -25,6 +25,21 @@ def serve_records(path):
     return [r for r in doc.get("records", []) if r.get("benchmark") == "serve"], doc
 
 
+def torch_lines(path):
+    """The JSON lines of bench/serve_baseline_torch.py."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip().startswith("{")]
+
+
+def baseline_forms(torch):
+    """Each batch's records by decode attention form (files older than the field ran the folded
+    one), and each batch's baseline: the faster form (fewer ms per decode step)."""
+    forms = {}
+    for t in (t for t in torch if t.get("case") == "batch"):
+        forms.setdefault(t["batch"], {})[t.get("decode_attention", "folded")] = t
+    return forms, {b: min(f.values(), key=lambda t: t["decode_ms_per_step"]) for b, f in forms.items()}
+
+
 def fmt(x, digits=1):
     return "n/a" if x is None else f"{x:.{digits}f}"
 
@@ -37,13 +52,8 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     ours, doc = serve_records(sys.argv[1])
-    torch = [json.loads(line) for line in open(sys.argv[2]) if line.strip().startswith("{")]
-    # Each batch's records by decode attention form (files older than the field ran the folded one);
-    # the baseline is the faster form.
-    forms = {}
-    for t in (t for t in torch if t.get("case") == "batch"):
-        forms.setdefault(t["batch"], {})[t.get("decode_attention", "folded")] = t
-    tb = {b: min(f.values(), key=lambda t: t["decode_ms_per_step"]) for b, f in forms.items()}
+    torch = torch_lines(sys.argv[2])
+    forms, tb = baseline_forms(torch)
     tp = {t["tokens"]: t for t in torch if t.get("case") == "prefill"}
     tenv = next((t for t in torch if t.get("case") == "env"), {})
     tcopy = next((t["gbps"] for t in torch if t.get("case") == "copy"), None)
