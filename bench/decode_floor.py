@@ -4,11 +4,14 @@
 Takes the first summary group of the number given (one decode batch's steps) and splits its kernels
 into cuBLASLt GEMMs (with their split-k reductions and our own GEMV/GEMM kernels), decode attention
 and the rest. The floor keeps the GEMMs as timed in the step, gives attention its K/V bytes at the copy
-rate and the rest nothing. With --prefill-ms, --steps and --baseline-s it also prints the static
-batch at that floor (prefill step + steps x floor) and its ratio to the baseline's end to end.
+rate and the rest nothing. With --weight-gb it also prints the roofline: the weights and the K/V
+both at the copy rate, the step of an engine whose GEMMs stream as fast as a copy (no engine's
+step is shorter). With --prefill-ms, --steps and --baseline-s it prints the static batch at the
+floor and at the roofline (prefill step + steps x step) and their ratios to the baseline's end to end.
 
 The K/V bytes, copy rate, prefill step and decode steps can come from a serve result file
-(--serve-json: the decode case of --batch, the static batch's TTFT p50 and output tokens) and the
+(--serve-json: the decode case of --batch, its weight bytes, the static batch's TTFT p50 and output
+tokens) and the
 baseline from bench/serve_baseline_torch.py's JSON lines (--torch-jsonl: the end to end of the form
 with the faster decode step at --batch, as bench/serve_compare.py takes it). Flags given override.
 
@@ -74,6 +77,8 @@ def fill_from_serve(a):
     params = decode[0]["params"]
     if a.copy_gbps is None:
         a.copy_gbps = params["copy_bandwidth_gbps"]
+    if a.weight_gb is None:
+        a.weight_gb = params["weight_bytes_read_per_step"] / 1e9
     static = next((r for r in records if r.get("key", "").startswith("serve/static/")), None)
     if a.kv_gb is None:
         a.kv_gb = params["kv_bytes_read_per_step"] / 1e9
@@ -111,6 +116,7 @@ def main(argv):
                    help="the group's steps replayed back to back (default) or apart")
     p.add_argument("--kv-gb", type=float, help="K/V bytes a step reads, GB")
     p.add_argument("--copy-gbps", type=float, help="device copy rate, GB/s")
+    p.add_argument("--weight-gb", type=float, help="weight bytes a step reads, GB (for the roofline)")
     p.add_argument("--prefill-ms", type=float, help="the static batch's prefill step, ms")
     p.add_argument("--steps", type=int, help="decode steps after the prefill step (default 127)")
     p.add_argument("--baseline-s", type=float, help="the baseline's static batch end to end, s")
@@ -128,6 +134,8 @@ def main(argv):
         raise SystemExit("give --kv-gb and --copy-gbps, or --serve-json with a decode case of --batch")
     if a.kv_gb < 0 or a.copy_gbps <= 0:
         raise SystemExit("--kv-gb must be >= 0 and --copy-gbps > 0")
+    if a.weight_gb is not None and a.weight_gb <= 0:
+        raise SystemExit("--weight-gb must be > 0")
 
     span, rows = read_group(a.trace, a.group, a.order)
     sums = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
@@ -141,12 +149,19 @@ def main(argv):
     print(f"  the rest {sums['other']:.3f} ms")
     print(f"K/V of {a.kv_gb:.3f} GB at the copy rate: {kv_ms:.3f} ms")
     print(f"floor (GEMMs + K/V at the copy rate): {floor:.3f} ms, {floor / span:.1%} of the traced step")
+    steps = {"floor": floor}
+    if a.weight_gb is not None:
+        steps["roofline"] = (a.weight_gb + a.kv_gb) / a.copy_gbps * 1e3
+        print(f"roofline (weights {a.weight_gb:.3f} GB + K/V at the copy rate): {steps['roofline']:.3f} ms, "
+              f"{steps['roofline'] / span:.1%} of the traced step; the GEMMs at "
+              f"{a.weight_gb / a.copy_gbps * 1e3 / sums['gemm']:.1%} of the copy rate")
     if a.prefill_ms is not None:
-        static_s = (a.prefill_ms + a.steps * floor) / 1e3
-        line = f"static batch at the floor: {a.prefill_ms:.0f} ms + {a.steps} x {floor:.3f} ms = {static_s:.3f} s"
-        if a.baseline_s:
-            line += f", {a.baseline_s / static_s:.2f}x a baseline of {a.baseline_s:.3f} s"
-        print(line)
+        for name, step in steps.items():
+            static_s = (a.prefill_ms + a.steps * step) / 1e3
+            line = f"static batch at the {name}: {a.prefill_ms:.0f} ms + {a.steps} x {step:.3f} ms = {static_s:.3f} s"
+            if a.baseline_s:
+                line += f", {a.baseline_s / static_s:.2f}x a baseline of {a.baseline_s:.3f} s"
+            print(line)
     return 0
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/decode_floor.py on a committed kernel timeline: the sums of one decode batch's kernels by
-kind, the floor and the static batch at that floor."""
+kind, the floor, the roofline and the static batch at each."""
 import json
 import os
 import subprocess
@@ -38,6 +38,21 @@ class DecodeFloorTest(unittest.TestCase):
         # 300 + 100 x 6.452 = 945.2 ms; 1.2 / 0.9452 = 1.27
         self.assertEqual(lines[6], "static batch at the floor: 300 ms + 100 x 6.452 ms = 0.945 s, "
                                    "1.27x a baseline of 1.200 s")
+        self.assertEqual(len(lines), 7)  # no roofline without --weight-gb
+
+    def test_roofline(self):
+        out = run(TRACE, "--group", "15", "--kv-gb", "3.0", "--copy-gbps", "3000", "--weight-gb", "15.0",
+                  "--prefill-ms", "300", "--steps", "100", "--baseline-s", "1.2")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        # (15 + 3) GB / 3000 GB/s = 6.000 ms of a 6.777 ms step; 5 ms of weights against 5.452 ms of GEMMs
+        self.assertEqual(lines[6], "roofline (weights 15.000 GB + K/V at the copy rate): 6.000 ms, 88.5% of "
+                                   "the traced step; the GEMMs at 91.7% of the copy rate")
+        self.assertEqual(lines[7], "static batch at the floor: 300 ms + 100 x 6.452 ms = 0.945 s, "
+                                   "1.27x a baseline of 1.200 s")
+        # 300 + 100 x 6 = 900 ms; 1.2 / 0.9 = 1.33
+        self.assertEqual(lines[8], "static batch at the roofline: 300 ms + 100 x 6.000 ms = 0.900 s, "
+                                   "1.33x a baseline of 1.200 s")
 
     def test_inputs_from_result_files(self):
         out = run(TRACE, "--group", "15", "--serve-json", SERVE, "--torch-jsonl", TORCH)
@@ -59,6 +74,11 @@ class DecodeFloorTest(unittest.TestCase):
         self.assertIn(f"floor (GEMMs + K/V at the copy rate): {floor:.3f} ms", out.stdout)
         self.assertIn(f"= {static_s:.3f} s, {faster['e2e_s'] / static_s:.2f}x a baseline of {faster['e2e_s']:.3f} s",
                       out.stdout)
+        # The roofline takes the decode case's weight bytes.
+        weight_gb = case["params"]["weight_bytes_read_per_step"] / 1e9
+        roofline = (weight_gb + kv_gb) / case["params"]["copy_bandwidth_gbps"] * 1e3
+        self.assertIn(f"roofline (weights {weight_gb:.3f} GB + K/V at the copy rate): {roofline:.3f} ms", out.stdout)
+        self.assertIn(f"static batch at the roofline: {ttft:.0f} ms + 127 x {roofline:.3f} ms", out.stdout)
 
     def test_steps_apart_are_another_group(self):
         back_to_back = run(TRACE, "--group", "4", "--kv-gb", "0", "--copy-gbps", "1")
@@ -74,6 +94,9 @@ class DecodeFloorTest(unittest.TestCase):
         bad_rate = run(TRACE, "--group", "15", "--kv-gb", "1", "--copy-gbps", "0")
         self.assertNotEqual(bad_rate.returncode, 0)
         self.assertIn("--copy-gbps", bad_rate.stderr)
+        bad_weights = run(TRACE, "--group", "15", "--kv-gb", "1", "--copy-gbps", "1000", "--weight-gb", "0")
+        self.assertNotEqual(bad_weights.returncode, 0)
+        self.assertIn("--weight-gb", bad_weights.stderr)
         no_inputs = run(TRACE, "--group", "15")
         self.assertNotEqual(no_inputs.returncode, 0)
         self.assertIn("--serve-json", no_inputs.stderr)
