@@ -4,7 +4,9 @@
 #      bench/decode_floor.py computes from the batch-32 step;
 #   2. bench/run_h200_defaults_check.sh with ROUNDS=1: the serve benchmark beside PyTorch and the A/Bs
 #      of the three defaults measured on H100s only (GEMM search, small-kernel carveout, pair kernel).
-# It stops before doing anything on a card that is not an H200 (CARD=any runs it on whatever came).
+# QUICK=1 runs bench/run_serve_h200.sh (FIND_PEAK=0) in place of part 2: the floor's inputs alone,
+# about 150 s in all. It stops before doing anything on a card that is not an H200 (CARD=any runs it
+# on whatever came).
 # A call brings back at most eight files, so the parts work in a scratch folder and $OUT gets the
 # files the floor needs (trace summary, serve.json, torch_serve.jsonl, serve_ratios.md), the two
 # logs, and one archive of the rest.
@@ -22,8 +24,12 @@ work=$(mktemp -d)
 OUT="$work/trace" SKIP_UNTRACED=1 NO_RAW=1 RUNS=pairs1 timeout 200 \
   bash bench/run_kernel_trace_h200.sh >"$final/trace.log" 2>&1
 echo "trace rc $?" >>"$final/trace.log"
-OUT="$work/defaults" ROUNDS=${ROUNDS:-1} CARD=${CARD:-h200} timeout 360 \
-  bash bench/run_h200_defaults_check.sh >"$final/defaults.log" 2>&1
+if [ -n "${QUICK:-}" ]; then
+  OUT="$work/defaults" FIND_PEAK=0 timeout 360 bash bench/run_serve_h200.sh >"$final/defaults.log" 2>&1
+else
+  OUT="$work/defaults" ROUNDS=${ROUNDS:-1} CARD=${CARD:-h200} timeout 360 \
+    bash bench/run_h200_defaults_check.sh >"$final/defaults.log" 2>&1
+fi
 echo "defaults rc $?" >>"$final/defaults.log"
 for f in trace/kernel-trace-pairs1.txt defaults/serve.json defaults/torch_serve.jsonl \
   defaults/serve_ratios.md; do
