@@ -11,9 +11,9 @@ floor and at the roofline (prefill step + steps x step) and their ratios to the 
 
 The K/V bytes, copy rate, prefill step and decode steps can come from a serve result file
 (--serve-json: the decode case of --batch, its weight bytes, the static batch's TTFT p50 and output
-tokens) and the
-baseline from bench/serve_baseline_torch.py's JSON lines (--torch-jsonl: the end to end of the form
-with the faster decode step at --batch, as bench/serve_compare.py takes it). Flags given override.
+tokens) and the baseline from bench/serve_baseline_torch.py's JSON lines (--torch-jsonl: the end to
+end of the form with the faster decode step at --batch, as bench/serve_compare.py takes it). Flags
+given override.
 
 Usage: decode_floor.py TRACE.txt --group 15 --kv-gb 2.15 --copy-gbps 3026
            [--prefill-ms 328 --steps 127 --baseline-s 1.611]
@@ -151,10 +151,11 @@ def main(argv):
     print(f"floor (GEMMs + K/V at the copy rate): {floor:.3f} ms, {floor / span:.1%} of the traced step")
     steps = {"floor": floor}
     if a.weight_gb is not None:
-        steps["roofline"] = (a.weight_gb + a.kv_gb) / a.copy_gbps * 1e3
+        weight_ms = a.weight_gb / a.copy_gbps * 1e3
+        steps["roofline"] = weight_ms + kv_ms
         print(f"roofline (weights {a.weight_gb:.3f} GB + K/V at the copy rate): {steps['roofline']:.3f} ms, "
               f"{steps['roofline'] / span:.1%} of the traced step; the GEMMs at "
-              f"{a.weight_gb / a.copy_gbps * 1e3 / sums['gemm']:.1%} of the copy rate")
+              f"{weight_ms / sums['gemm']:.1%} of the copy rate")
     if a.prefill_ms is not None:
         for name, step in steps.items():
             static_s = (a.prefill_ms + a.steps * step) / 1e3
