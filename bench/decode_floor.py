@@ -120,7 +120,7 @@ def main(argv):
     p.add_argument("--prefill-ms", type=float, help="the static batch's prefill step, ms")
     p.add_argument("--steps", type=int, help="decode steps after the prefill step (default 127)")
     p.add_argument("--baseline-s", type=float, help="the baseline's static batch end to end, s")
-    p.add_argument("--serve-json", help="a serve result file: K/V bytes, copy rate, prefill step, steps")
+    p.add_argument("--serve-json", help="a serve result file: K/V and weight bytes, copy rate, prefill step, steps")
     p.add_argument("--torch-jsonl", help="serve_baseline_torch.py's output: the baseline's end to end")
     p.add_argument("--batch", type=int, default=32, help="the batch of the decode case and baseline (32)")
     a = p.parse_args(argv)
