@@ -201,13 +201,17 @@ double check(Lt& lt, const Shape& s, int rows, const Form& engine, const Form& p
   if (engine.algos.empty() || part.algos.empty()) return -1;
   const std::size_t n = std::size_t(rows) * s.out;
   std::vector<__nv_bfloat16> y0(n), want(n), got(n);
+  CK(cudaStreamSynchronize(lt.stream));
   CK(cudaMemcpy(y0.data(), b.y, n * 2, cudaMemcpyDeviceToHost));
+  // lt.stream does not synchronize with the legacy stream: every copy waits for it first.
   if (!enqueue_gemm(lt, s, engine, engine.algos[0], b.weights[0], b)) return -1;
+  CK(cudaStreamSynchronize(lt.stream));
   CK(cudaMemcpy(want.data(), b.y, n * 2, cudaMemcpyDeviceToHost));
   if (!s.residual)  // the engine form wrote x W^T alone; compare against the partials summed onto zero
     CK(cudaMemset(b.y, 0, n * 2));
   else
     CK(cudaMemcpy(b.y, y0.data(), n * 2, cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
   if (!enqueue_gemm(lt, s, part, part.algos[0], b.weights[0], b)) return -1;
   // Only the sum into y is wanted; a scratch x_next keeps the real x intact.
   __nv_bfloat16* scratch = nullptr;
