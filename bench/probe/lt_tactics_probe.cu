@@ -27,18 +27,6 @@ namespace {
 constexpr std::size_t kWorkspaceBytes = 32u << 20;  // as the engine's GemmRunner
 constexpr std::size_t kRotationBytes = 320u << 20;  // weight bytes cycled per timed round (> 50 MB L2)
 
-__global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint32_t seed, float scale) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed * 97u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    const float u = static_cast<float>(h & 0xffffff) / 16777216.0f - 0.5f;
-    p[i] = __float2bfloat16(u * scale);
-  }
-}
-
 struct Config {
   int algo_id = 0, tile = 0, stages = 0, split_k = 1, reduction = 0, swizzle = 0, custom = 0, cluster = 0;
   cublasLtMatmulAlgo_t algo{};
@@ -410,21 +398,10 @@ int main(int argc, char** argv) {
       CK(cudaStreamEndCapture(lt.stream, &g));
       cudaGraphExec_t ge = nullptr;
       CK(cudaGraphInstantiate(&ge, g, 0));
-      for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, lt.stream));
-      std::vector<double> t;
-      for (int r = 0; r < 15; ++r) {
-        CK(cudaEventRecord(lt.start, lt.stream));
-        CK(cudaGraphLaunch(ge, lt.stream));
-        CK(cudaEventRecord(lt.stop, lt.stream));
-        CK(cudaEventSynchronize(lt.stop));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, lt.start, lt.stop));
-        t.push_back(ms * 1000.0 / kLayers);
-      }
+      const double us = median_graph_us(ge, lt.stream, 3, 15, kLayers);
       cudaGraphExecDestroy(ge);
       cudaGraphDestroy(g);
-      std::sort(t.begin(), t.end());
-      return t[t.size() / 2];
+      return us;
     };
     double h[3], tb[3];
     for (int rep = 0; rep < 3; ++rep) {  // interleaved

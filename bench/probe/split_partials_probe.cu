@@ -33,18 +33,6 @@ namespace {
 constexpr std::size_t kWorkspaceBytes = 32u << 20;  // as the engine's GemmRunner
 constexpr int kCandidates = 16;
 
-__global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint32_t seed, float scale) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed * 97u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    const float u = static_cast<float>(h & 0xffffff) / 16777216.0f - 0.5f;
-    p[i] = __float2bfloat16(u * scale);
-  }
-}
-
 // One block per row: v = residual + sum of the `parts` FP32 partials (parts > 0), or v = y_bf16
 // (parts == 0, the engine form, where the GEMM added the residual); writes v back as the new
 // residual (BF16) and x_next[row][k] = v[k % out] / rms(v) for k < in_next: the RMSNorm that feeds the
@@ -86,7 +74,6 @@ struct Lt {
   cublasLtMatmulPreference_t pref = nullptr;
   void* workspace = nullptr;
   cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
 };
 
 // One form of one shape: the descriptors, the candidates, the buffers.
@@ -144,14 +131,13 @@ bool enqueue_gemm(Lt& lt, const Shape& s, const Form& f, const cublasLtMatmulAlg
 }
 
 void enqueue_consume(Lt& lt, const Shape& s, int rows, const Form& f, const Buffers& b) {
-  consume<256><<<rows, 256, 0, lt.stream>>>(b.partials, f.split, b.y, s.out, b.x, s.in,
-                                            std::size_t(s.out) * rows);
+  consume<256><<<rows, 256, 0, lt.stream>>>(b.partials, f.split, b.y, s.out, b.x, s.in, std::size_t(s.out) * rows);
 }
 
 // us per layer of a graph of `layers` x (consumer, GEMM) (gemm_too false: the consumers alone);
 // median of `rounds` launches; < 0 if the candidate failed.
-double time_chain(Lt& lt, const Shape& s, int rows, const Form& f, const cublasLtMatmulAlgo_t* algo,
-                  const Buffers& b, int rounds) {
+double time_chain(Lt& lt, const Shape& s, int rows, const Form& f, const cublasLtMatmulAlgo_t* algo, const Buffers& b,
+                  int rounds) {
   cudaGraph_t graph = nullptr;
   CK(cudaStreamBeginCapture(lt.stream, cudaStreamCaptureModeThreadLocal));
   bool ok = true;
@@ -166,20 +152,10 @@ double time_chain(Lt& lt, const Shape& s, int rows, const Form& f, const cublasL
   }
   cudaGraphExec_t exec = nullptr;
   CK(cudaGraphInstantiate(&exec, graph, 0));
-  std::vector<double> t;
-  for (int r = 0; r < rounds + 2; ++r) {
-    CK(cudaEventRecord(lt.start, lt.stream));
-    CK(cudaGraphLaunch(exec, lt.stream));
-    CK(cudaEventRecord(lt.stop, lt.stream));
-    CK(cudaEventSynchronize(lt.stop));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, lt.start, lt.stop));
-    if (r >= 2) t.push_back(ms * 1000.0 / b.weights.size());
-  }
+  const double us = median_graph_us(exec, lt.stream, 2, rounds, static_cast<double>(b.weights.size()));
   CK(cudaGraphExecDestroy(exec));
   CK(cudaGraphDestroy(graph));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return us;
 }
 
 std::string algo_text(const cublasLtMatmulAlgo_t& a) {
@@ -241,8 +217,8 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, %d SMs; cuBLASLt %zu; rows %d, layers %d, rounds %d\n", prop.name,
-              prop.multiProcessorCount, cublasLtGetVersion(), rows, layers, rounds);
+  std::printf("device %s, %d SMs; cuBLASLt %zu; rows %d, layers %d, rounds %d\n", prop.name, prop.multiProcessorCount,
+              cublasLtGetVersion(), rows, layers, rounds);
   Lt lt;
   LT(cublasLtCreate(&lt.handle));
   LT(cublasLtMatmulPreferenceCreate(&lt.pref));
@@ -250,8 +226,6 @@ int main(int argc, char** argv) {
   LT(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   CK(cudaMalloc(&lt.workspace, kWorkspaceBytes));
   CK(cudaStreamCreateWithFlags(&lt.stream, cudaStreamNonBlocking));
-  CK(cudaEventCreate(&lt.start));
-  CK(cudaEventCreate(&lt.stop));
 
   const Shape shapes[] = {{"qkv", 6144, 4096, false},
                           {"o", 4096, 4096, true},
@@ -289,7 +263,7 @@ int main(int argc, char** argv) {
         if (us > 0 && (best < 0 || us < best)) best = us, best_i = i;
       }
       std::string form = f.split == 0 ? "engine form (BF16 D" + std::string(s.residual ? ", beta 1)" : ")")
-                                       : "partials s=" + std::to_string(f.split);
+                                      : "partials s=" + std::to_string(f.split);
       if (best < 0) {
         std::printf("%-8s %-24s no candidate ran (%zu from the heuristic)\n", s.name, form.c_str(), f.algos.size());
         continue;
@@ -299,8 +273,7 @@ int main(int argc, char** argv) {
       const double rel = f.split > 0 ? check(lt, s, rows, forms[0], f, b) : 0;
       std::printf("%-8s %-24s %7.2f us (consumer %5.2f, GEMM %6.2f us = %5.0f GB/s)", s.name, form.c_str(), best,
                   consumer, gemm, weight_mb * 1e3 / gemm);
-      if (f.split > 0)
-        std::printf("  %+6.2f us vs engine form; max diff %.1e", best - engine_best, rel);
+      if (f.split > 0) std::printf("  %+6.2f us vs engine form; max diff %.1e", best - engine_best, rel);
       std::printf("  [#%zu of %zu: %s]\n", best_i + 1, f.algos.size(), algo_text(f.algos[best_i]).c_str());
     }
     for (Form& f : forms) {
