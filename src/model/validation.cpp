@@ -324,6 +324,11 @@ std::optional<MeasuredLoad> measured_load(const results::ResultSet& set, const r
   m.limits.max_step_tokens =
       load.params.value("max_step_tokens", engine->params.value("max_step_tokens", m.limits.max_step_tokens));
   m.limits.block_size = engine->params.value("kv_block_size", m.limits.block_size);
+  // And its KV cache as it was sized (the engine takes a fraction of the memory left after the
+  // weights, not the memory model's share of the whole GPU): where the two differ, a static batch
+  // that the engine held at once would otherwise be simulated in waves. Files without it (none of the
+  // committed serve files lacks it) fall back to the memory model.
+  m.limits.kv_tokens = engine->params.value("kv_cache_tokens", std::int64_t{0});
   m.q.isl = load.params.value("input_tokens", 0);
   m.q.osl = load.params.value("output_tokens", 0);
   m.q.range_ratio = load.params.value("range_ratio", 0.0);
