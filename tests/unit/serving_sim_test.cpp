@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <vector>
 
 #include "gpuscout/data/data_source.hpp"
 #include "gpuscout/model/validation.hpp"
@@ -20,6 +21,15 @@
 
 namespace gpuscout::model {
 namespace {
+
+// The serve/engine records of `set` (one per engine a serve run built), to edit in a copy.
+std::vector<results::Record*> engine_records(results::ResultSet& set) {
+  std::vector<results::Record*> engines;
+  for (auto& r : set.records) {
+    if (r.key.rfind("serve/engine/", 0) == 0) engines.push_back(&r);
+  }
+  return engines;
+}
 
 class ServingSimTest : public ::testing::Test {
  protected:
@@ -235,14 +245,10 @@ TEST_F(ServingSimTest, ValidationModelsThePrunedLastLayerAsTheRecordSays) {
   const std::string name = "bench/results/h200-serve-llama-3.1-8b-peak-s16-20261201.json";
   const auto pruned = results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / name);
   auto unpruned = pruned;
-  int engines = 0;
-  for (auto& r : unpruned.records) {
-    if (r.key.rfind("serve/engine/", 0) != 0) continue;
-    ASSERT_TRUE(r.params.value("last_layer_pruned", false)) << r.key;
-    r.params.erase("last_layer_pruned");
-    ++engines;
-  }
-  ASSERT_EQ(engines, 1);
+  const auto engines = engine_records(unpruned);
+  ASSERT_EQ(engines.size(), 1u);
+  ASSERT_TRUE(engines[0]->params.value("last_layer_pruned", false));
+  engines[0]->params.erase("last_layer_pruned");
   ValidationReport with, without;
   validate_serving(with, {pruned}, *specs_, *catalog_, *calibrations_, *frameworks_, {name});
   validate_serving(without, {unpruned}, *specs_, *catalog_, *calibrations_, *frameworks_, {name});
@@ -263,14 +269,10 @@ TEST_F(ServingSimTest, ValidationSizesTheKvCacheAsTheEngineDid) {
   const std::string name = "bench/results/h100-80gb-hbm3-serve-70b-fp8-s36-20261207.json";
   const auto as_run = results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / name);
   auto without = as_run;
-  int engines = 0;
-  for (auto& r : without.records) {
-    if (r.key.rfind("serve/engine/", 0) != 0) continue;
-    EXPECT_EQ(r.params.value("kv_cache_tokens", 0), 18096) << r.key;
-    r.params.erase("kv_cache_tokens");
-    ++engines;
-  }
-  ASSERT_EQ(engines, 1);
+  const auto engines = engine_records(without);
+  ASSERT_EQ(engines.size(), 1u);
+  EXPECT_EQ(engines[0]->params.value("kv_cache_tokens", 0), 18096);
+  engines[0]->params.erase("kv_cache_tokens");
   const std::string id = "serve/static/llama-3.1-70b/tp1-fp8/b32_isl512_osl128/output_tokens_per_s";
   auto static_row = [&](const results::ResultSet& set) {
     ValidationReport report;
