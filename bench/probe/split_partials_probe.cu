@@ -10,8 +10,10 @@
 //                consumer reads D;
 //   partials form (s = 1, 2, 3, 4, 6, 7, 8 where k / s is a multiple of 8): D FP32 [s][rows][out],
 //                beta = 0, the consumer adds the residual and the s partials in order.
-// Each form's cuBLASLt candidates are the heuristic's first 16 (the engine also searches around
-// them; that search is not here), each timed in the chain, the best kept.
+// Each form's cuBLASLt candidates are the heuristic's, up to 16 (8 came on an H100; the engine also
+// searches around them, which is not here), each timed in the chain, the best kept. The consumer is
+// a plain one (scalar loads, one block per row): compare the GEMM columns, the chain minus the
+// consumer alone, not the chain totals.
 // Build (repository root):
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probe/split_partials_probe.cu -lcublasLt -o split_partials_probe
 // Run: ./split_partials_probe [rows, default 32] [layers, default 32] [rounds, default 7]
