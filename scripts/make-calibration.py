@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Writes data/calibration/h200.toml: the compact efficiency table gpuscout embeds as its default
-calibration, from the measured H200 result files in bench/results/ (gpuscout bench JSON).
+"""Writes data/calibration/<gpu>.toml: the compact efficiency table gpuscout embeds for one GPU type
+(--spec, the H200 by default), from the measured result files of that GPU in bench/results/ (gpuscout
+bench JSON). Files whose gpus[].spec_name names another GPU are left out, as calibration_from_results
+(src/model/calibration.cpp) leaves them out; JSON files that are not result sets are skipped.
 
 Definitions (docs/modeling.md, "Calibration"):
   GEMM compute efficiency  = measured FLOP/s / dense peak of the precision, for compute-bound shapes
@@ -12,7 +14,8 @@ Definitions (docs/modeling.md, "Calibration"):
   memory efficiency        = measured GB/s / spec bandwidth, median over read/write/copy/triad per
                              array size; sizes that stay in L2 are skipped.
   host transfer            = pinned copy-engine GB/s, median per direction.
-Usage: scripts/make-calibration.py [--out data/calibration/h200.toml] [RESULT.json ...]
+Usage: scripts/make-calibration.py [--spec data/gpus/h200-sxm-141gb.toml] [--out FILE] [RESULT.json ...]
+       (--out defaults to data/calibration/<spec file's name without -sxm...>.toml: h200.toml, h100.toml)
 """
 import argparse
 import glob
@@ -29,10 +32,13 @@ ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(ROOT, "data/calibration/h200.toml"))
+    ap.add_argument("--out", help="table to write (default data/calibration/<gpu>.toml, e.g. h200.toml)")
     ap.add_argument("--spec", default=os.path.join(ROOT, "data/gpus/h200-sxm-141gb.toml"))
     ap.add_argument("files", nargs="*")
     args = ap.parse_args()
+    if not args.out:
+        stem = os.path.splitext(os.path.basename(args.spec))[0].split("-")[0]  # h200-sxm-141gb -> h200
+        args.out = os.path.join(ROOT, "data/calibration", stem + ".toml")
     files = args.files or sorted(glob.glob(os.path.join(ROOT, "bench/results/*.json")))
     with open(args.spec, "rb") as f:
         spec = tomllib.load(f)
@@ -51,6 +57,10 @@ def main():
     for path in files:
         with open(path) as f:
             doc = json.load(f)
+        if not isinstance(doc, dict) or "records" not in doc:
+            continue  # not a gpuscout result set (doctor output, a PyTorch baseline's list)
+        if any(g.get("spec_name") not in (None, "", gpu_name) for g in doc.get("gpus", [])):
+            continue  # measured on another GPU type
         commit = doc.get("provenance", {}).get("tool", {}).get("git_commit")
         took = False
         for rec in doc.get("records", []):
