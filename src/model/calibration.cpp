@@ -459,40 +459,47 @@ Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Cali
   for (const auto& cal : measured) {
     if (cal.measured_gpu == target.name) return cal;
   }
+  const double target_gbs = target.memory_bandwidth_gbs.value;
+  // How far a table's curves would move: |log| of the bandwidth ratio; unknown bandwidths last.
+  auto distance = [&](const Calibration& cal) {
+    return cal.bandwidth_gbs > 0 && target_gbs > 0 ? std::abs(std::log(cal.bandwidth_gbs / target_gbs))
+                                                   : std::numeric_limits<double>::infinity();
+  };
+  const Calibration* nearest = nullptr;
   for (const auto& cal : measured) {
-    if (!cal.architecture.empty() && cal.architecture == target.architecture) {
-      Calibration out = cal;
-      out.tier = "transferred";
-      const double from = cal.bandwidth_gbs, to = target.memory_bandwidth_gbs.value;
-      const bool move = from > 0 && to > 0 && from != to;
-      out.source =
-          move ? fmt::format(
-                     "transferred from {} ({} family; peaks and bandwidth of {}, compute efficiencies shared, "
-                     "memory-bound ones moved to that bandwidth): {}",
-                     cal.measured_gpu, cal.architecture, target.name, cal.source)
-               : fmt::format("transferred from {} ({} family; efficiencies shared, peaks and bandwidth of {}): {}",
-                             cal.measured_gpu, cal.architecture, target.name, cal.source);
-      if (move) {
-        for (auto& [precision, curve] : out.gemm) {
-          // The median over shapes has no size: moved as a point of the bytes curve, whose best it shares.
-          const double best = std::max(best_efficiency(curve.weight_stream_by_bytes), curve.weight_stream.value_or(0));
-          if (curve.weight_stream) curve.weight_stream = moved_efficiency(*curve.weight_stream, best, to / from);
-          curve.weight_stream_by_bytes = transfer_stream_curve(curve.weight_stream_by_bytes, from, to);
-        }
-        out.memory = transfer_stream_curve(out.memory, from, to);
-        out.notes.push_back(fmt::format(
-            "ASSUMPTION: memory-bound efficiencies moved from {:.0f} to {:.0f} GB/s with their time above the "
-            "best point's rate kept as fixed latency (calibration.hpp, transfer_stream_curve)",
-            from, to));
-      }
-      out.allreduce.reset();  // fabrics differ between SKUs (H800, H20): use the spec of the target
-      out.alltoall.reset();
-      out.h2d_gbs.reset();
-      out.d2h_gbs.reset();
-      return out;
-    }
+    if (cal.architecture.empty() || cal.architecture != target.architecture) continue;
+    if (!nearest || distance(cal) < distance(*nearest)) nearest = &cal;
   }
-  return public_calibration(target);
+  if (!nearest) return public_calibration(target);
+  const Calibration& cal = *nearest;
+  Calibration out = cal;
+  out.tier = "transferred";
+  const double from = cal.bandwidth_gbs, to = target_gbs;
+  const bool move = from > 0 && to > 0 && from != to;
+  out.source = move ? fmt::format(
+                          "transferred from {} ({} family; peaks and bandwidth of {}, compute efficiencies shared, "
+                          "memory-bound ones moved to that bandwidth): {}",
+                          cal.measured_gpu, cal.architecture, target.name, cal.source)
+                    : fmt::format("transferred from {} ({} family; efficiencies shared, peaks and bandwidth of {}): {}",
+                                  cal.measured_gpu, cal.architecture, target.name, cal.source);
+  if (move) {
+    for (auto& [precision, curve] : out.gemm) {
+      // The median over shapes has no size: moved as a point of the bytes curve, whose best it shares.
+      const double best = std::max(best_efficiency(curve.weight_stream_by_bytes), curve.weight_stream.value_or(0));
+      if (curve.weight_stream) curve.weight_stream = moved_efficiency(*curve.weight_stream, best, to / from);
+      curve.weight_stream_by_bytes = transfer_stream_curve(curve.weight_stream_by_bytes, from, to);
+    }
+    out.memory = transfer_stream_curve(out.memory, from, to);
+    out.notes.push_back(
+        fmt::format("ASSUMPTION: memory-bound efficiencies moved from {:.0f} to {:.0f} GB/s with their time above the "
+                    "best point's rate kept as fixed latency (calibration.hpp, transfer_stream_curve)",
+                    from, to));
+  }
+  out.allreduce.reset();  // fabrics differ between SKUs (H800, H20): use the spec of the target
+  out.alltoall.reset();
+  out.h2d_gbs.reset();
+  out.d2h_gbs.reset();
+  return out;
 }
 
 CollectiveModel collective_model(const specs::GpuSpec& target, const Calibration& cal, std::int64_t gpus) {

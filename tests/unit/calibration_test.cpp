@@ -23,6 +23,16 @@ const specs::SpecDb& db() {
   return d;
 }
 
+// The embedded H200 table alone: the transfer tests below move it to other Hopper GPUs, whatever other
+// tables data/calibration/ holds.
+std::vector<Calibration> embedded_h200() {
+  for (const auto& cal : load_calibrations(data::DataSource::embedded())) {
+    if (cal.measured_gpu == "H200-SXM-141GB") return {cal};
+  }
+  ADD_FAILURE() << "no embedded H200 table";
+  return {};
+}
+
 TEST(Calibration, InterpolatesInLog2AndClamps) {
   const Curve c{{1024, 0.5}, {4096, 0.7}};
   EXPECT_DOUBLE_EQ(interpolate_log2(c, 2048), 0.6);  // halfway in log2
@@ -31,7 +41,7 @@ TEST(Calibration, InterpolatesInLog2AndClamps) {
 }
 
 TEST(Calibration, EmbeddedH200TableIsMeasured) {
-  const auto cals = load_calibrations(data::DataSource::embedded());
+  const auto cals = embedded_h200();
   ASSERT_EQ(cals.size(), 1u);
   const auto& c = cals[0];
   EXPECT_EQ(c.tier, "measured");
@@ -133,7 +143,7 @@ TEST(Calibration, WeightStreamByBytesAndRowsFromRecords) {
 // The embedded table is what scripts/make-calibration.py wrote from the files it lists; the C++ builder
 // (what `--calibration FILE...` and validate's leave-one-out use) must make the same GEMM curves of them.
 TEST(Calibration, EmbeddedTableMatchesTheBuilderOnItsFiles) {
-  const auto embedded = load_calibrations(data::DataSource::embedded()).at(0);
+  const auto embedded = embedded_h200().at(0);
   std::vector<results::ResultSet> sets;
   for (const auto& f : embedded.files) {
     sets.push_back(results::read_result_file(std::filesystem::path(GPUSCOUT_SOURCE_DIR) / f));
@@ -155,7 +165,8 @@ TEST(Calibration, EmbeddedTableMatchesTheBuilderOnItsFiles) {
 }
 
 TEST(Calibration, TransferWithinFamilyElsePublic) {
-  const auto cals = load_calibrations(data::DataSource::embedded());
+  const auto cals = embedded_h200();
+  ASSERT_EQ(cals.size(), 1u);
   const auto h100 = calibration_for(db().get("H100-SXM5-80GB"), cals);
   EXPECT_EQ(h100.tier, "transferred");
   EXPECT_NE(h100.source.find("H200"), std::string::npos);
@@ -200,12 +211,47 @@ TEST(Calibration, StreamCurveMovesItsLatencyNotItsFraction) {
   EXPECT_LT(transfer_stream_curve(curve, 4800, 8000)[0].second, 0.5);
 }
 
+// Of two tables of the family, the one whose bandwidth is nearest the target's is moved (by ratio), so an
+// H800 (3.35 TB/s) takes an H100-like table over an H200-like one, and a table without a bandwidth comes
+// last; the GPU's own table always wins.
+TEST(Calibration, TransfersTheFamilyTableOfTheNearestBandwidth) {
+  auto table = [](const std::string& gpu, double gbs, double bf16) {
+    Calibration c;
+    c.tier = "measured";
+    c.measured_gpu = gpu;
+    c.architecture = "Hopper";
+    c.bandwidth_gbs = gbs;
+    c.source = "test";
+    c.gemm["bf16"].compute = {{8192, bf16}};
+    return c;
+  };
+  const std::vector<Calibration> cals{table("H200-SXM-141GB", 4800, 0.70), table("H100-SXM5-80GB", 3350, 0.65)};
+  const auto h800 = calibration_for(db().get("H800-SXM5-80GB"), cals);
+  EXPECT_EQ(h800.tier, "transferred");
+  EXPECT_EQ(h800.measured_gpu, "H100-SXM5-80GB");
+  EXPECT_DOUBLE_EQ(h800.gemm_efficiency(specs::Precision::bf16, 8192), 0.65);
+  EXPECT_TRUE(h800.notes.empty());  // same bandwidth: nothing moved
+  // In the other order, the same choice.
+  EXPECT_EQ(calibration_for(db().get("H800-SXM5-80GB"), {cals[1], cals[0]}).measured_gpu, "H100-SXM5-80GB");
+  // The H200 NVL (4.8 TB/s) takes the H200's.
+  EXPECT_EQ(calibration_for(db().get("H200-NVL-141GB"), cals).measured_gpu, "H200-SXM-141GB");
+  // Each measured GPU keeps its own table.
+  EXPECT_EQ(calibration_for(db().get("H100-SXM5-80GB"), cals).tier, "measured");
+  EXPECT_EQ(calibration_for(db().get("H200-SXM-141GB"), cals).measured_gpu, "H200-SXM-141GB");
+  // A table that does not name its bandwidth is taken only when no other table of the family is there.
+  auto unnamed = cals;
+  unnamed[1].bandwidth_gbs = 0;
+  EXPECT_EQ(calibration_for(db().get("H800-SXM5-80GB"), unnamed).measured_gpu, "H200-SXM-141GB");
+  EXPECT_EQ(calibration_for(db().get("H800-SXM5-80GB"), {unnamed[1]}).measured_gpu, "H100-SXM5-80GB");
+}
+
 // The H200 table transferred to an H100, against the H100's own memory-bound GEMMs and HBM arrays
 // (session 28: Llama-3.1-8B's qkv, o, gate_up, down and lm_head at 1-32 rows, BF16 and FP8; read, write,
 // copy and triad of 128 MiB-4 GiB; bench/results/h100-*-s28-20261207.json, run_h100_calibration_check.sh).
 // The latency rule (transfer_stream_curve) against the fractions shared as they were before it.
 TEST(Calibration, TransferredTablePredictsTheH100sMeasuredCurves) {
-  const auto cals = load_calibrations(data::DataSource::embedded());
+  const auto cals = embedded_h200();
+  ASSERT_EQ(cals.size(), 1u);
   auto unmoved = cals;
   unmoved[0].bandwidth_gbs = 0;  // a table that does not name its bandwidth: fractions shared
   const auto& h100 = db().get("H100-SXM5-80GB");

@@ -117,7 +117,10 @@ Curve transfer_stream_curve(const Curve& curve, double from_gbs, double to_gbs);
 
 // The calibration for `target`: a measured one of the same GPU, else one of the same architecture
 // family (tier "transferred"; its memory-bound curves moved to the target's bandwidth where the table
-// names its own), else public_calibration(). `measured` lists the candidates in order.
+// names its own), else public_calibration(). `measured` lists the candidates in order; of several
+// tables of the family, the one whose bandwidth is nearest the target's (by ratio) is transferred, so
+// the least is moved (an H800 takes an H100's table over an H200's); a table that does not name its
+// bandwidth comes after those that do, and ties keep the list's order.
 Calibration calibration_for(const specs::GpuSpec& target, const std::vector<Calibration>& measured);
 
 // All-reduce α and busbw over `gpus` GPUs of `target`: measured when the calibration has it, else from
