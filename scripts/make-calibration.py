@@ -16,6 +16,8 @@ Definitions (docs/modeling.md, "Calibration"):
   host transfer            = pinned copy-engine GB/s, median per direction.
 Usage: scripts/make-calibration.py [--spec data/gpus/h200-sxm-141gb.toml] [--out FILE] [RESULT.json ...]
        (--out defaults to data/calibration/<spec file's name without -sxm...>.toml: h200.toml, h100.toml)
+Without RESULT files it reads every bench/results/*.json of the GPU. The embedded H200 table was made
+of a chosen list (its `files`): `scripts/make-calibration.py $(those files)` rebuilds it.
 """
 import argparse
 import glob
@@ -179,8 +181,11 @@ def main():
         if host[d]:
             out.append(f"{d}_gbs = {statistics.median(host[d]):.2f}  # pinned, copy engine, median of {len(host[d])}")
     out.append("")
-    with open(args.out, "w") as f:
+    # Written beside the table, then renamed over it: an interrupted run leaves the old table whole.
+    tmp = args.out + ".tmp"
+    with open(tmp, "w") as f:
         f.write("\n".join(out))
+    os.replace(tmp, args.out)
     print(f"wrote {os.path.relpath(args.out, ROOT)} from {len(used)} files")
 
 
